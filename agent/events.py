@@ -1,0 +1,192 @@
+"""The run log's records: `run.json` (RunInfo), `events.jsonl` (one typed Event per line), `summary.json`.
+
+Every event carries a `Literal` tag in `event` and is read back through the `Event` discriminated union,
+so a viewer never guesses what a line is. Failures are recorded as data (`status`, `error`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+FORMAT_VERSION = 1
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+class Usage(BaseModel):
+    """Tokens of one model call (or a sum of them). `thinking_tokens` are part of `output_tokens`."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    thinking_tokens: int = 0
+
+    @property
+    def tokens_in(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    @property
+    def total(self) -> int:
+        return self.tokens_in + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(**{k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields})
+
+
+class BaseEvent(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    timestamp: str = Field(default_factory=utc_now)
+
+
+class ModelCallEvent(BaseEvent):
+    event: Literal["model_call"] = "model_call"
+    turn: int
+    provider: str
+    model: str
+    seconds: float
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    stop_reason: str | None = None
+    text: str = ""
+    reasoning: str = ""
+    content: list[dict[str, Any]] = Field(
+        default_factory=list, description="raw assistant content blocks (thinking signatures included)"
+    )
+    status: Literal["ok", "error"] = "ok"
+    error: str | None = None
+
+
+class ToolCallEvent(BaseEvent):
+    event: Literal["tool_call"] = "tool_call"
+    turn: int
+    tool_use_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict, description="kernel_code replaced by kernel_path")
+    kernel_path: str | None = Field(None, description="relative to the run dir, e.g. kernels/003.py")
+    status: str = Field(description="the tool result's status, e.g. ok / compile_error / incorrect")
+    is_error: bool = False
+    result: dict[str, Any] = Field(default_factory=dict, description="CompileResult or BenchResult dump")
+    summary: str = Field("", description="the text given back to the model")
+    seconds: float = 0.0
+
+
+class TurnEndEvent(BaseEvent):
+    event: Literal["turn_end"] = "turn_end"
+    turn: int
+    turn_seconds: float
+    llm_seconds: float
+    tool_seconds: float
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+
+    @property
+    def tokens_in(self) -> int:
+        return self.usage.tokens_in
+
+    @property
+    def tokens_out(self) -> int:
+        return self.usage.output_tokens
+
+    @property
+    def tokens_total(self) -> int:
+        return self.usage.total
+
+
+class BestEvent(BaseEvent):
+    """A new best kernel (or the winner of the final re-check when `final` is set)."""
+
+    event: Literal["best"] = "best"
+    turn: int
+    kernel_path: str
+    speedup: float
+    median_ms: float
+    rse: float
+    final: bool = False
+
+
+class ErrorEvent(BaseEvent):
+    event: Literal["error"] = "error"
+    turn: int | None = None
+    where: str
+    message: str
+
+
+class RunEndEvent(BaseEvent):
+    event: Literal["run_end"] = "run_end"
+    exit_status: str
+    message: str = ""
+
+
+Event = Annotated[
+    ModelCallEvent | ToolCallEvent | TurnEndEvent | BestEvent | ErrorEvent | RunEndEvent,
+    Field(discriminator="event"),
+]
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def parse_event(line: str) -> Event:
+    return EVENT_ADAPTER.validate_json(line)
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    problem_path: str
+    provider: str
+    model: str
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
+    max_minutes: float | None = None
+    target_speedup: float | None = None
+    trajectory: str | None = None
+
+
+class RunEnvironment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    host: str = ""
+    gpu: str | None = None
+    driver: str | None = None
+    torch: str = ""
+    cuda: str | None = None
+    python: str = ""
+    harness_sha: str = ""
+
+
+class RunInfo(BaseModel):
+    """`run.json`, written once when the run starts."""
+
+    model_config = ConfigDict(extra="ignore")
+    format_version: int = FORMAT_VERSION
+    run_id: str
+    started_at: str = Field(default_factory=utc_now)
+    problem: str
+    problem_hash: str
+    provider: str
+    model: str
+    scripted: bool = False
+    config: RunConfig
+    environment: RunEnvironment = Field(default_factory=RunEnvironment)
+
+
+class RunSummary(BaseModel):
+    """`summary.json`, written when the run ends (a killed run has none; its heartbeat goes stale)."""
+
+    model_config = ConfigDict(extra="ignore")
+    format_version: int = FORMAT_VERSION
+    exit_status: str
+    message: str = ""
+    turns: int
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float = 0.0
+    wall_seconds: float
+    llm_seconds: float = 0.0
+    tool_seconds: float = 0.0
+    best_speedup: float | None = None
+    best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
+    scripted: bool = False
+    ended_at: str = Field(default_factory=utc_now)

@@ -1,0 +1,259 @@
+"""Problem specs: a YAML file (validated with pydantic) or a bare KernelBench-format `.py`.
+
+The reference source is read once, here, when the problem is loaded; workers receive that text, so a
+later change on disk cannot alter what a running evaluation compares against.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ProblemError(Exception):
+    """A problem file that cannot be used; the message names the file and the bad field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(Strict):
+    """Pass when every element has |out - truth| <= atol + rtol*|truth| AND ||out-truth||/||truth|| <= rel_l2.
+
+    Both are measured against float64 ground truth.
+    """
+
+    atol: float = Field(1e-4, ge=0)
+    rtol: float = Field(1e-4, ge=0)
+    rel_l2: float = Field(1e-5, gt=0)
+
+
+class NormalInit(Strict):
+    kind: Literal["normal"]
+    mean: float = 0.0
+    std: float = 1.0
+
+
+class UniformInit(Strict):
+    kind: Literal["uniform"]
+    low: float
+    high: float
+
+
+class ConstantInit(Strict):
+    kind: Literal["constant"]
+    value: float
+
+
+ParamInit = Annotated[NormalInit | UniformInit | ConstantInit, Field(discriminator="kind")]
+
+
+class Case(Strict):
+    """One correctness case: module size constants overridden, parameters optionally re-initialised."""
+
+    name: str
+    sizes: dict[str, int] = Field(default_factory=dict)
+    init: dict[str, ParamInit] = Field(default_factory=dict)
+    why: str = ""
+
+
+class TimingShape(Strict):
+    name: str
+    sizes: dict[str, int] = Field(default_factory=dict)
+    primary: bool = False
+    floor_ms: float | None = Field(None, gt=0, description="physical lower bound; faster is implausible")
+
+
+class LibraryPolicy(Strict):
+    """What library code a candidate may call, checked from what actually ran during a call."""
+
+    own_kernel_required: bool = True
+    allowed_library: list[Literal["gemm", "elementwise", "reduction", "copy", "other"]] = Field(
+        default_factory=lambda: ["gemm"]
+    )
+    max_other_library_share: float = Field(
+        0.25, ge=0, le=1, description="device-time share allowed for library kernels outside `allowed_library`"
+    )
+    summary: str = "Library GEMMs are allowed; the rest must be the candidate's own kernels."
+
+
+class TimingConfig(Strict):
+    warmup: int = Field(3, ge=0)
+    min_iters: int = Field(10, ge=3)
+    max_iters: int = Field(100, ge=3)
+    target_rse: float = Field(0.01, gt=0, description="stop when the median's relative standard error is below")
+    max_seconds: float = Field(20.0, gt=0, description="per shape, per side")
+    input_sets: int = Field(3, ge=1, le=8, description="distinct input sets rotated through timed calls")
+
+
+class Limits(Strict):
+    compile_timeout_s: float = Field(900.0, gt=0)
+    eval_timeout_s: float = Field(600.0, gt=0)
+    compile_memory_gb: float = Field(16.0, gt=0)
+
+
+class ProblemSpec(Strict):
+    name: str
+    description: str = ""
+    reference: str
+    device: Literal["cuda", "cpu"] = "cuda"
+    language: Literal["cuda", "cpp"] = "cuda"
+    precision: Literal["fp32"] = "fp32"
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    timing: list[TimingShape]
+    correctness: list[Case]
+    library_policy: LibraryPolicy = Field(default_factory=LibraryPolicy)
+    timing_config: TimingConfig = Field(default_factory=TimingConfig)
+    limits: Limits = Field(default_factory=Limits)
+    trajectory: str | None = Field(None, description="scripted trajectory played back offline")
+    hints: str = ""
+
+    @model_validator(mode="after")
+    def _one_primary(self) -> ProblemSpec:
+        if not self.timing:
+            raise ValueError("timing: at least one shape is required")
+        primaries = [t.name for t in self.timing if t.primary]
+        if len(primaries) > 1:
+            raise ValueError(f"timing: exactly one shape may be primary, got {primaries}")
+        if not self.correctness:
+            raise ValueError("correctness: at least one case is required")
+        names = [c.name for c in self.correctness] + [t.name for t in self.timing]
+        if len(set(names)) != len(names):
+            raise ValueError("correctness/timing: case and shape names must be unique")
+        return self
+
+
+class Problem(BaseModel):
+    """A loaded problem: the validated spec plus the reference source as read at load time."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spec: ProblemSpec
+    path: Path
+    reference_path: Path
+    reference_source: str
+    size_constants: dict[str, int]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def primary(self) -> TimingShape:
+        return next((t for t in self.spec.timing if t.primary), self.spec.timing[0])
+
+    @property
+    def content_hash(self) -> str:
+        """Changes whenever anything that affects a verdict or a reference time changes."""
+        blob = self.spec.model_dump_json().encode() + b"\0" + self.reference_source.encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+    def smallest_case(self) -> Case:
+        def volume(case: Case) -> int:
+            sizes = {**self.size_constants, **case.sizes}
+            out = 1
+            for v in sizes.values():
+                out *= max(v, 1)
+            return out
+
+        return min(self.spec.correctness, key=volume)
+
+
+def module_size_constants(source: str, filename: str) -> dict[str, int]:
+    """Module-level `NAME = <int>` assignments of a KernelBench file (the sizes a case may override)."""
+    try:
+        tree = ast.parse(source, filename=filename)
+    except SyntaxError as exc:
+        raise ProblemError(f"{filename}: reference does not parse: {exc}") from exc
+    names = {
+        node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    missing = {"Model", "get_inputs", "get_init_inputs"} - names
+    if missing:
+        raise ProblemError(f"{filename}: reference lacks {', '.join(sorted(missing))} (KernelBench format)")
+    sizes: dict[str, int] = {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Constant)
+            and type(node.value.value) is int
+        ):
+            sizes[node.targets[0].id] = node.value.value
+    return sizes
+
+
+def _format_validation_error(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid problem spec"]
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        lines.append(f"  {where}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def _check_sizes(path: Path, spec: ProblemSpec, constants: dict[str, int]) -> None:
+    for group, items in (("correctness", spec.correctness), ("timing", spec.timing)):
+        for item in items:
+            unknown = set(item.sizes) - set(constants)
+            if unknown:
+                raise ProblemError(
+                    f"{path}: {group}.{item.name}.sizes: {sorted(unknown)} are not module constants of the "
+                    f"reference (known: {sorted(constants)})"
+                )
+
+
+def _spec_for_bare_reference(path: Path, constants: dict[str, int]) -> ProblemSpec:
+    """Defaults for a bare KernelBench `.py`: CUDA, fp32, timed at its constants, checked with fresh seeds."""
+    return ProblemSpec(
+        name=path.stem,
+        description=f"KernelBench-format problem {path.name}",
+        reference=path.name,
+        timing=[TimingShape(name="default", primary=True)],
+        correctness=[Case(name=f"seed{i}") for i in range(3)],
+        library_policy=LibraryPolicy(allowed_library=["gemm"], max_other_library_share=1.0),
+    )
+
+
+def load_problem(path: str | Path) -> Problem:
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ProblemError(f"{path}: no such problem file")
+    if path.suffix == ".py":
+        ref_path = path
+        source = path.read_text()
+        constants = module_size_constants(source, str(path))
+        spec = _spec_for_bare_reference(path, constants)
+    elif path.suffix in (".yaml", ".yml"):
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ProblemError(f"{path}: malformed YAML: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise ProblemError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+        try:
+            spec = ProblemSpec.model_validate(raw)
+        except ValidationError as exc:
+            raise ProblemError(_format_validation_error(path, exc)) from exc
+        ref_path = (path.parent / spec.reference).resolve()
+        if not ref_path.is_file():
+            raise ProblemError(f"{path}: reference: file not found: {ref_path}")
+        source = ref_path.read_text()
+        constants = module_size_constants(source, str(ref_path))
+    else:
+        raise ProblemError(f"{path}: a problem is a .yaml spec or a KernelBench .py file")
+    _check_sizes(path, spec, constants)
+    return Problem(
+        spec=spec, path=path, reference_path=ref_path, reference_source=source, size_constants=constants
+    )
+
+
+def problem_dir(problem: Problem) -> Path:
+    """Folder of the problem's bundled assets (solutions, trajectory): `problems/<stem>/`."""
+    return problem.path.parent / problem.path.stem

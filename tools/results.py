@@ -1,0 +1,167 @@
+"""Typed results of `compile_kernel` and `benchmark`.
+
+Failures are data: every outcome is a result with a `status` and a `message` that tells the author what
+to fix; numbers that could not be measured are `None`, never a sentinel like -1.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crashed", "no_device"]
+BenchStatus = Literal[
+    "ok",  # evaluated: correct and timed
+    "incorrect",  # evaluated: some case failed or a disqualifying flag was raised
+    "compile_error",
+    "import_error",
+    "timeout",
+    "crashed",
+    "runtime_error",
+    "oom",
+    "no_device",
+    "harness_error",
+]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class Diagnostic(Model):
+    """One compiler `error:` line, located in the candidate's own file where that was possible."""
+
+    message: str
+    generated_file: str = ""
+    generated_line: int | None = None
+    candidate_line: int | None = None
+    source_line: str = ""
+
+
+class KernelResources(Model):
+    """ptxas -v: per-kernel registers, spills and memory."""
+
+    name: str
+    registers: int | None = None
+    spill_stores: int | None = None
+    spill_loads: int | None = None
+    stack_bytes: int | None = None
+    shared_bytes: int | None = None
+
+
+class BuildInfo(Model):
+    name: str
+    key: str
+    cached: bool
+    seconds: float
+    ok: bool
+    kernels: list[KernelResources] = Field(default_factory=list)
+
+
+class CompileResult(Model):
+    status: CompileStatus
+    message: str
+    seconds: float = 0.0
+    cached: bool = False
+    builds: list[BuildInfo] = Field(default_factory=list)
+    errors: list[Diagnostic] = Field(default_factory=list)
+    kernels: list[KernelResources] = Field(default_factory=list)
+    output: str = Field("", description="bounded head and tail of the candidate's stdout/stderr")
+    kernel_hash: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Flag(Model):
+    name: str
+    message: str
+    disqualifying: bool = True
+
+
+class CaseResult(Model):
+    name: str
+    status: Literal["passed", "failed", "error", "skipped"]
+    message: str = ""
+    sizes: dict[str, int] = Field(default_factory=dict)
+    max_abs_err: float | None = None
+    rel_l2_err: float | None = None
+    worst_index: list[int] | None = None
+    worst_value: float | None = None
+    worst_expected: float | None = None
+    mismatched: int | None = None
+    numel: int | None = None
+    seconds: float | None = None
+
+
+class TimingStats(Model):
+    median_ms: float
+    rse: float = Field(description="relative standard error of the median")
+    n: int
+    min_ms: float
+    max_ms: float
+    mean_ms: float
+    host_median_ms: float | None = None
+    clock: Literal["cuda_event", "host"] = "cuda_event"
+
+
+class ShapeTiming(Model):
+    name: str
+    primary: bool
+    sizes: dict[str, int]
+    candidate: TimingStats | None = None
+    reference: TimingStats | None = None
+    reference_cached: bool = False
+    speedup: float | None = None
+    rechecked: list[CaseResult] = Field(default_factory=list)
+    message: str = ""
+
+
+class KernelUsage(Model):
+    """What ran during one profiled call: the candidate's own kernels versus library code."""
+
+    own_calls_per_forward: float | None = None
+    own_share: float | None = None
+    library_share: dict[str, float] = Field(default_factory=dict)
+    top_kernels: list[tuple[str, str, float]] = Field(
+        default_factory=list, description="(name, kind, device-ms) for the costliest kernels"
+    )
+    method: Literal["cuda_profiler", "extension_calls", "unavailable"] = "unavailable"
+
+
+class EnvInfo(Model):
+    harness_sha: str = ""
+    date: str = ""
+    host: str = ""
+    python: str = ""
+    torch: str = ""
+    cuda: str | None = None
+    gpu: str | None = None
+    gpu_clocks: str | None = None
+    device: str = ""
+
+
+class BenchResult(Model):
+    status: BenchStatus
+    correct: bool
+    speedup: float | None
+    flags: list[str] = Field(default_factory=list)
+    flag_details: list[Flag] = Field(default_factory=list)
+    message: str
+    problem: str = ""
+    problem_hash: str = ""
+    kernel_hash: str = ""
+    seed: int | None = None
+    cases: list[CaseResult] = Field(default_factory=list)
+    timings: list[ShapeTiming] = Field(default_factory=list)
+    compile: CompileResult | None = None
+    usage: KernelUsage | None = None
+    env: EnvInfo = Field(default_factory=EnvInfo)
+    seconds: float = 0.0
+    output: str = ""
+
+    @property
+    def primary_timing(self) -> ShapeTiming | None:
+        return next((t for t in self.timings if t.primary), None)

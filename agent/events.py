@@ -190,3 +190,27 @@ class RunSummary(BaseModel):
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
     scripted: bool = False
     ended_at: str = Field(default_factory=utc_now)
+
+
+class BestRecord(BaseModel):
+    """`best.json`, beside `best.py`: the fastest correct kernel so far (after the run: the re-check winner)."""
+
+    model_config = ConfigDict(extra="ignore")
+    format_version: int = FORMAT_VERSION
+    turn: int
+    kernel_path: str = Field(description="the candidate's own file under kernels/, relative to the run dir")
+    speedup: float
+    median_ms: float
+    rse: float
+    final: bool = False
+    bench: dict[str, Any] = Field(default_factory=dict, description="the BenchResult that chose it")
+
+
+class Heartbeat(BaseModel):
+    """`heartbeat.json`, rewritten every few seconds while the run's process lives."""
+
+    model_config = ConfigDict(extra="ignore")
+    pid: int
+    host: str
+    updated_at: str = Field(default_factory=utc_now)
+    phase: str = "model"

@@ -1,0 +1,141 @@
+"""The system prompt and the tool definitions offered to the model.
+
+The prompt is built once per run from the problem spec (it never changes mid-run, so it caches):
+the task, the reference source, the `ModelNew` contract, precision and tolerance, the library policy,
+the correctness cases and timed shapes, the hardware, the tools and the budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from tools.problem import Case, Problem, TimingShape
+
+KERNEL_CODE = {
+    "type": "string",
+    "description": "The complete Python module: imports, the extension source, its build call and ModelNew.",
+}
+
+TOOLS: list[dict[str, Any]] = [
+    {
+        "name": "compile_kernel",
+        "description": (
+            "Import your module in a fresh process, which builds its extension(s). Returns compiler errors "
+            "at your module's line numbers, or the built kernels' resources. Cheaper than benchmark when "
+            "you only want to know whether it builds; it checks nothing about correctness."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"kernel_code": KERNEL_CODE},
+            "required": ["kernel_code"],
+        },
+    },
+    {
+        "name": "benchmark",
+        "description": (
+            "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
+            "call), then time the timed shapes against the reference. Returns failing cases with their "
+            "errors, timings with their spread, the speedup, and the best kernel so far."
+        ),
+        "input_schema": {
+            "type": "object",
+            "properties": {"kernel_code": KERNEL_CODE},
+            "required": ["kernel_code"],
+        },
+    },
+]
+
+
+class Budget(BaseModel):
+    max_turns: int | None = None
+    max_cost_usd: float | None = None
+    max_minutes: float | None = None
+    target_speedup: float | None = None
+
+
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "the reference's defaults"
+
+
+def _case_line(case: Case) -> str:
+    init = "; ".join(f"{name} ~ {spec.model_dump_json()}" for name, spec in case.init.items())
+    extra = f"; parameters re-initialised: {init}" if init else ""
+    why = f" — {case.why}" if case.why else ""
+    return f"- {case.name}: {_sizes(case.sizes)}{extra}{why}"
+
+
+def _shape_line(shape: TimingShape) -> str:
+    primary = " (primary: the speedup is measured here)" if shape.primary else ""
+    return f"- {shape.name}: {_sizes(shape.sizes)}{primary}"
+
+
+def _budget_lines(budget: Budget) -> list[str]:
+    lines = []
+    if budget.max_turns is not None:
+        lines.append(f"- at most {budget.max_turns} turns (one turn = one reply of yours and its tool calls)")
+    if budget.max_cost_usd is not None:
+        lines.append(f"- at most ${budget.max_cost_usd:.2f} of model usage")
+    if budget.max_minutes is not None:
+        lines.append(f"- at most {budget.max_minutes:g} minutes of wall time")
+    if budget.target_speedup is not None:
+        lines.append(f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}x")
+    return lines or ["- no explicit limit; end your turn without a tool call when you are done"]
+
+
+def _language_notes(problem: Problem) -> str:
+    if problem.spec.language == "cpp":
+        return (
+            "Build C++ with torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., functions=[...], "
+            "extra_cflags=['-O3', '-fopenmp'], extra_ldflags=['-fopenmp']). Each distinct C++ source costs "
+            "tens of seconds to build (the torch headers dominate); an unchanged source is served from cache."
+        )
+    return (
+        "Build CUDA with torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., cuda_sources=..., "
+        "functions=[...]). Each distinct source costs tens of seconds to build; an unchanged source is "
+        "served from cache. Check launch errors; the harness poisons outputs and re-checks them while timing."
+    )
+
+
+def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
+    spec = problem.spec
+    tol = spec.tolerance
+    sections = [
+        f"You write fast, correct {spec.language.upper()} kernels for PyTorch. Problem: {spec.name}.",
+        spec.description.strip(),
+        "## Reference (KernelBench format)\n```python\n" + problem.reference_source.strip() + "\n```",
+        "## What to submit\n"
+        "One self-contained Python module defining `class ModelNew(nn.Module)` with the same constructor "
+        "arguments as `Model` and the same parameter names and shapes, so that "
+        "`ModelNew(*get_init_inputs()).load_state_dict(Model(...).state_dict(), strict=True)` works; its "
+        "forward takes the same inputs and returns the same output. Do not subclass or call `Model`, do not "
+        "fall back to the reference, do not special-case the checker. " + _language_notes(problem),
+        f"## Precision\n{spec.precision} in and out. Compared against float64 ground truth: every element "
+        f"within atol={tol.atol:g} + rtol={tol.rtol:g}*|truth| and relative L2 error <= {tol.rel_l2:g}. "
+        "Lower-precision arithmetic (TF32, fp16, bf16) will fail.",
+        f"## Library policy\n{spec.library_policy.summary.strip()}",
+        "## Correctness cases (fresh random seed on every benchmark call)\n"
+        + "\n".join(_case_line(c) for c in spec.correctness),
+        "## Timed shapes\n" + "\n".join(_shape_line(t) for t in spec.timing),
+        f"## Hardware\n{hardware.strip()}",
+        "## Tools\n- compile_kernel(kernel_code): does it build? errors at your line numbers.\n"
+        "- benchmark(kernel_code): correctness on every case, then timings and the speedup.\n"
+        "Every tool call takes the whole module. The fastest correct kernel you benchmark is kept as the "
+        "result; it is replaced only by one faster beyond the measured spread.",
+        "## Budget\n" + "\n".join(_budget_lines(budget)),
+    ]
+    if spec.hints.strip():
+        sections.append(f"## Hints\n{spec.hints.strip()}")
+    sections.append(
+        "Work in small verified steps: get a correct kernel first, then make it faster, benchmarking each "
+        "version. When you cannot improve further, reply without a tool call to end the run."
+    )
+    return "\n\n".join(s for s in sections if s)
+
+
+def first_user_message(problem: Problem) -> str:
+    return (
+        f"Write a faster ModelNew for {problem.spec.name}. Start with a correct version and benchmark it, "
+        "then iterate."
+    )

@@ -1,0 +1,92 @@
+"""Scripted playback: a trajectory file stands in for the model while the tools run for real.
+
+A trajectory is YAML: `steps`, each with optional `reasoning`, `text` and `tool_calls`
+(`name` plus `kernel_file`, relative to the trajectory's folder). Step i answers the i-th model call,
+so a resumed run picks up where the log ends. Nothing is generated: zero tokens, zero cost.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.providers.base import Block, Message, ModelReply, ProviderError
+
+SCRIPTED_MODEL = "scripted"
+PLAYBACK = "scripted playback"  # every display and record of such a run says so
+SIGNATURE = "scripted-playback"
+
+
+class ScriptedToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Literal["compile_kernel", "benchmark"]
+    kernel_file: str
+
+
+class ScriptedStep(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    reasoning: str = ""
+    text: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+
+
+class Trajectory(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    description: str = ""
+    steps: list[ScriptedStep]
+
+
+def load_trajectory(path: Path) -> tuple[Trajectory, dict[str, str]]:
+    """The trajectory and the text of every kernel file it names (read now, so a bad path fails early)."""
+    if not path.is_file():
+        raise ProviderError(f"no scripted trajectory at {path}")
+    try:
+        trajectory = Trajectory.model_validate(yaml.safe_load(path.read_text()))
+    except (yaml.YAMLError, ValidationError) as exc:
+        raise ProviderError(f"{path}: not a valid trajectory: {exc}") from exc
+    kernels: dict[str, str] = {}
+    for step in trajectory.steps:
+        for call in step.tool_calls:
+            kernel_path = path.parent / call.kernel_file
+            if not kernel_path.is_file():
+                raise ProviderError(f"{path}: kernel_file {call.kernel_file!r} not found at {kernel_path}")
+            kernels[call.kernel_file] = kernel_path.read_text()
+    return trajectory, kernels
+
+
+class ScriptedProvider:
+    name = "scripted"
+    model = SCRIPTED_MODEL
+    scripted = True
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.trajectory, self.kernels = load_trajectory(path)
+
+    def complete(self, system: str, tools: list[dict[str, Any]], messages: list[Message]) -> ModelReply:
+        index = sum(1 for m in messages if m["role"] == "assistant")
+        if index >= len(self.trajectory.steps):
+            return ModelReply(
+                content=[{"type": "text", "text": f"End of {PLAYBACK}."}], stop_reason="end_turn"
+            )
+        return self._reply(index, self.trajectory.steps[index])
+
+    def _reply(self, index: int, step: ScriptedStep) -> ModelReply:
+        content: list[Block] = []
+        if step.reasoning:
+            content.append({"type": "thinking", "thinking": step.reasoning.strip(), "signature": SIGNATURE})
+        if step.text:
+            content.append({"type": "text", "text": step.text.strip()})
+        for j, call in enumerate(step.tool_calls):
+            content.append(
+                {
+                    "type": "tool_use",
+                    "id": f"toolu_scripted_{index + 1:03d}_{j}",
+                    "name": call.name,
+                    "input": {"kernel_code": self.kernels[call.kernel_file]},
+                }
+            )
+        return ModelReply(content=content, stop_reason="tool_use" if step.tool_calls else "end_turn")

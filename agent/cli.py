@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ["agent.cmd_bench"]
+COMMAND_MODULES = ["agent.cmd_bench", "agent.cmd_run", "agent.cmd_view"]
 
 
 def build_parser() -> argparse.ArgumentParser:

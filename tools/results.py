@@ -93,6 +93,10 @@ class CaseResult(Model):
     worst_expected: float | None = None
     mismatched: int | None = None
     numel: int | None = None
+    atol: float | None = Field(None, description="the elementwise bound applied (after calibration)")
+    rel_l2_bound: float | None = None
+    ref_max_abs_err: float | None = Field(None, description="the fp32 reference's own error on this case")
+    ref_rel_l2_err: float | None = None
     seconds: float | None = None
 
 

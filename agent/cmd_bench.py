@@ -1,0 +1,77 @@
+"""`agent bench PROBLEM KERNEL.py` and `agent check PROBLEM`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_CORRECT, EXIT_INCORRECT, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    bench = sub.add_parser("bench", help="compile, check and time one kernel file against a problem")
+    bench.add_argument("problem", help="problems/<name>.yaml or a KernelBench .py")
+    bench.add_argument("kernel", help="a Python file defining ModelNew")
+    bench.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    bench.add_argument(
+        "--seed", type=int, default=None, help="reproduce an evaluation (default: a fresh secret seed)"
+    )
+    bench.set_defaults(handler=run_bench)
+    check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
+    check.add_argument("problem")
+    check.set_defaults(handler=run_check)
+
+
+def _load(problem_path: str):  # noqa: ANN202 - returns tools.problem.Problem, imported lazily
+    from tools.problem import ProblemError, load_problem
+
+    try:
+        return load_problem(problem_path)
+    except ProblemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agent.bench_view import bench_result
+    from tools.benchmark import benchmark
+
+    problem = _load(args.problem)
+    if problem is None:
+        return EXIT_USAGE
+    kernel = Path(args.kernel)
+    if not kernel.is_file():
+        print(f"error: {kernel}: no such kernel file", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        result = benchmark(problem, kernel.read_text(), seed=args.seed)
+    except Exception as exc:  # the harness itself broke: say so plainly, exit 3
+        if args.json:
+            print(json.dumps({"status": "harness_error", "correct": False, "speedup": None, "flags": [],
+                              "message": f"{type(exc).__name__}: {exc}", "cases": [], "timings": [],
+                              "compile": None}))  # fmt: skip
+        else:
+            print(f"harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_HARNESS
+    if args.json:
+        print(result.model_dump_json())
+    else:
+        Console().print(bench_result(result))
+    if result.status == "harness_error":
+        return EXIT_HARNESS
+    return EXIT_CORRECT if result.correct else EXIT_INCORRECT
+
+
+def run_check(args: argparse.Namespace) -> int:
+    from tools.check import check_problem
+
+    problem = _load(args.problem)
+    if problem is None:
+        return EXIT_USAGE
+    result = check_problem(problem)
+    print(result.message)
+    return EXIT_CORRECT if result.ok else EXIT_HARNESS

@@ -1,0 +1,491 @@
+"""`benchmark(problem, kernel_code, seed=None)`: correctness on every case, then timing at every shape.
+
+Three processes: the truth worker (reference weights, inputs, float64 truth, reference timing), the
+candidate worker (inputs and weights only), and this parent, which compares, decides and keeps statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import secrets
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools.compare import compare
+from tools.envinfo import collect_env
+from tools.jobs import Job, compile_result, describe_exit, kernel_hash, run_candidate
+from tools.problem import Problem, TimingShape
+from tools.refmod import derive_seed
+from tools.results import (
+    BenchResult,
+    CaseResult,
+    EnvInfo,
+    Flag,
+    KernelUsage,
+    ShapeTiming,
+    TimingStats,
+)
+from tools.sandbox import ChildOutcome, Deadline, cache_root, child_env, run_child
+from tools.static_checks import check_source
+
+FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
+
+
+@dataclass
+class Plan:
+    """Every case and shape of one evaluation, with its seed and the files that carry its data."""
+
+    cases: list[dict[str, Any]]
+    timing: list[dict[str, Any]]
+
+    @classmethod
+    def make(cls, problem: Problem, job: Job, master: int, refs: ReferenceTimes) -> Plan:
+        cfg = problem.spec.timing_config
+        cases = [
+            {
+                "name": c.name,
+                "case": c.model_dump(),
+                "sizes": {**problem.size_constants, **c.sizes},
+                "seed": derive_seed(master, c.name),
+                "data_path": str(job.shared / f"case_{i}.pt"),
+                "truth_path": str(job.private / f"case_{i}.truth.pt"),
+                "out_path": str(job.work / f"case_{i}.out.pt"),
+            }
+            for i, c in enumerate(problem.spec.correctness)
+        ]
+        timing = [
+            {
+                "name": t.name,
+                "sizes": {**problem.size_constants, **t.sizes},
+                "seed": derive_seed(master, t.name),
+                "sets": cfg.input_sets,
+                "data_path": str(job.shared / f"timing_{i}.pt"),
+                "truth_path": str(job.private / f"timing_{i}.truth.pt"),
+                "out_path": str(job.work / f"timing_{i}.out.pt"),
+                "time_reference": refs.get(t) is None,
+                "profile": t.primary or len(problem.spec.timing) == 1,
+                "cfg": {k: v for k, v in cfg.model_dump().items() if k != "input_sets"},
+            }
+            for i, t in enumerate(problem.spec.timing)
+        ]
+        return cls(cases, timing)
+
+    def candidate_request(self) -> dict[str, Any]:
+        """Only what the candidate needs: where its inputs are and where to put outputs (no seeds, no truth)."""
+        keep = ("name", "data_path", "out_path", "profile", "cfg")
+        return {
+            "mode": "bench",
+            "cases": [{k: c[k] for k in keep if k in c} for c in self.cases],
+            "timing": [{k: t[k] for k in keep if k in t} for t in self.timing],
+        }
+
+    def attach_reference_errors(self, truth_messages: list[dict[str, Any]]) -> None:
+        """The fp32 reference's own error per case/set, which widens the tolerance where honest fp32 drifts."""
+        by_name = {(m["event"], m.get("name")): m for m in truth_messages}
+        for item in self.cases:
+            msg = by_name.get(("case_ready", item["name"]), {})
+            item["ref_err"] = {k: msg[k] for k in ("ref_max_abs_err", "ref_rel_l2_err") if k in msg}
+        for item in self.timing:
+            item["ref_errors"] = by_name.get(("timing_ready", item["name"]), {}).get("ref_errors", [])
+
+
+class ReferenceTimes:
+    """Reference medians cached per problem hash, shape, host, device and torch version."""
+
+    def __init__(self, problem: Problem, env: EnvInfo) -> None:
+        self.path = cache_root() / "reference_times.json"
+        self.prefix = f"{problem.content_hash}|{platform.node()}|{env.gpu or 'cpu'}|torch {env.torch}"
+        self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def get(self, shape: TimingShape) -> TimingStats | None:
+        raw = self.data.get(f"{self.prefix}|{shape.name}")
+        return TimingStats.model_validate(raw) if raw else None
+
+    def put(self, shape: TimingShape, stats: TimingStats) -> None:
+        current = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        current[f"{self.prefix}|{shape.name}"] = stats.model_dump()
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current, indent=1))
+        tmp.replace(self.path)
+        self.data = current
+
+
+@dataclass
+class Verdicts:
+    """What the parent decided while the candidate ran (cases are judged before timing is allowed)."""
+
+    problem: Problem
+    plan: Plan
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    flags: dict[str, Flag] = field(default_factory=dict)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    started: list[tuple[str, str]] = field(default_factory=list)
+
+    def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
+        self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
+
+    def handle(self, msg: dict[str, Any]) -> str | None:
+        event = msg["event"]
+        if event == "start":
+            self.started.append((str(msg.get("kind")), str(msg.get("name"))))
+        elif event == "case_done":
+            self._judge_case(msg)
+        elif event == "failed":
+            self.failures[f"{msg.get('kind')}:{msg.get('name')}"] = msg
+        elif event == "cases_done":
+            return "time" if self.all_cases_pass() else "stop"
+        return None
+
+    def _judge_case(self, msg: dict[str, Any]) -> None:
+        item = next((c for c in self.plan.cases if c["name"] == msg.get("name")), None)
+        if item is None:
+            return
+        self._note_guards(msg)
+        try:
+            out = torch.load(item["out_path"], weights_only=True)
+            truth = torch.load(item["truth_path"], weights_only=True)
+        except Exception as exc:
+            self.cases[item["name"]] = CaseResult(
+                name=item["name"], status="error", message=f"unreadable output: {exc}"
+            )
+            return
+        if not isinstance(out, torch.Tensor):
+            self.cases[item["name"]] = CaseResult(
+                name=item["name"], status="error", message="output is not a tensor"
+            )
+            return
+        result = compare(
+            item["name"], out, truth, self.problem.spec.tolerance, item["sizes"], item.get("ref_err")
+        )
+        result.seconds = float(msg.get("seconds", 0.0))
+        self.cases[item["name"]] = result
+
+    def _note_guards(self, msg: dict[str, Any]) -> None:
+        if msg.get("mutated"):
+            self.flag(
+                "input_mutation", "forward modified its input tensors; inputs must be left as they were"
+            )
+        if msg.get("timers"):
+            self.flag(
+                "timer_tampering",
+                f"timing functions were replaced ({', '.join(msg['timers'])}); do not patch timers",
+            )
+
+    def all_cases_pass(self) -> bool:
+        passed = all(
+            self.cases.get(c["name"]) and self.cases[c["name"]].status == "passed" for c in self.plan.cases
+        )
+        return passed and not any(f.disqualifying for f in self.flags.values())
+
+
+def _run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
+    request = {"reference_source": problem.reference_source, "device": problem.spec.device}
+    request |= {"cases": plan.cases, "timing": plan.timing}
+    path = job.private / "truth_request.json"
+    path.write_text(json.dumps(request))
+    workdir = job.private / "truth_work"
+    workdir.mkdir()
+    env = child_env(workdir)
+    deadline = Deadline(problem.spec.limits.eval_timeout_s)
+    return run_child("tools.worker_truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
+
+
+def _stats(raw: dict[str, Any] | None) -> TimingStats | None:
+    return TimingStats.model_validate(raw) if raw else None
+
+
+def _where_it_stopped(verdicts: Verdicts, outcome: ChildOutcome) -> str:
+    last = verdicts.started[-1] if verdicts.started else None
+    where = f" during {last[0]} {last[1]}" if last else ""
+    return f"{describe_exit(outcome)}{where}"
+
+
+def _case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
+    results: list[CaseResult] = []
+    died = False
+    for item in verdicts.plan.cases:
+        name = item["name"]
+        if name in verdicts.cases:
+            results.append(verdicts.cases[name])
+        elif (fail := verdicts.failures.get(f"case:{name}")) is not None:
+            results.append(
+                CaseResult(name=name, status="error", message=f"{fail.get('error')}: {fail.get('message', '')}",
+                           sizes=item["sizes"])
+            )  # fmt: skip
+        elif not died and ("case", name) in verdicts.started:
+            died = True
+            results.append(
+                CaseResult(
+                    name=name,
+                    status="error",
+                    message=_where_it_stopped(verdicts, outcome),
+                    sizes=item["sizes"],
+                )
+            )
+        else:
+            results.append(CaseResult(name=name, status="skipped", message="not run", sizes=item["sizes"]))
+    return results
+
+
+def _timing_results(
+    verdicts: Verdicts,
+    outcome: ChildOutcome,
+    problem: Problem,
+    refs: ReferenceTimes,
+    ref_msgs: dict[str, Any],
+) -> tuple[list[ShapeTiming], KernelUsage | None]:
+    done = {m["name"]: m for m in outcome.messages if m["event"] == "timing_done"}
+    shapes: list[ShapeTiming] = []
+    usage: KernelUsage | None = None
+    for item, shape in zip(verdicts.plan.timing, problem.spec.timing, strict=True):
+        cached = refs.get(shape)
+        fresh = _stats(ref_msgs.get(shape.name))
+        if fresh is not None:
+            refs.put(shape, fresh)
+        reference = fresh or cached
+        st = ShapeTiming(
+            name=shape.name, primary=shape is problem.primary, sizes=item["sizes"], reference=reference,
+            reference_cached=fresh is None and cached is not None,
+        )  # fmt: skip
+        msg = done.get(shape.name)
+        if msg is None:
+            fail = verdicts.failures.get(f"timing:{shape.name}")
+            st.message = f"{fail.get('error')}: {fail.get('message')}" if fail else "not timed"
+            shapes.append(st)
+            continue
+        st.candidate = _stats(msg.get("stats"))
+        st.rechecked = _recheck(verdicts, item, problem)
+        verdicts._note_guards(msg)
+        _timing_guards(verdicts, shape, st)
+        if msg.get("usage"):
+            usage = KernelUsage.model_validate(msg["usage"])
+        if st.candidate and reference:
+            st.speedup = reference.median_ms / st.candidate.median_ms
+        shapes.append(st)
+    return shapes, usage
+
+
+def _recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[CaseResult]:
+    try:
+        outs = torch.load(item["out_path"], weights_only=True)
+        truths = torch.load(item["truth_path"], weights_only=True)
+    except Exception as exc:
+        return [
+            CaseResult(name=f"{item['name']}/timed", status="error", message=f"unreadable outputs: {exc}")
+        ]
+    ref_errors = item.get("ref_errors") or [None] * len(truths)
+    results = [
+        compare(f"{item['name']}/set{k}", out, truth, problem.spec.tolerance, item["sizes"], ref_errors[k])
+        for k, (out, truth) in enumerate(zip(outs, truths, strict=False))
+    ]
+    if len(outs) != len(truths) or any(r.status != "passed" for r in results):
+        bad = next((r for r in results if r.status != "passed"), None)
+        detail = f" ({bad.name}: {bad.message})" if bad else ""
+        verdicts.flag(
+            "timed_output_mismatch",
+            "outputs of timed calls did not match the truth for their inputs: work skipped, cached or deferred "
+            f"while timed{detail}",
+        )
+    return results
+
+
+def _timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> None:
+    cand = st.candidate
+    if cand is None:
+        return
+    if shape.floor_ms is not None and cand.median_ms < shape.floor_ms:
+        verdicts.flag(
+            "below_floor",
+            f"{shape.name}: {cand.median_ms:.4f} ms is below the physical floor {shape.floor_ms} ms for this shape; "
+            "the measured work cannot be the whole computation",
+        )
+    host = cand.host_median_ms
+    if cand.clock == "cuda_event" and host is not None and host > 1.5 * cand.median_ms + 0.1:
+        verdicts.flag(
+            "timing_mismatch",
+            f"{shape.name}: host clock {host:.3f} ms vs CUDA events {cand.median_ms:.3f} ms; work escaped the timed "
+            "stream (a side stream not joined, or background threads)",
+        )
+
+
+def _usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None) -> None:
+    policy = problem.spec.library_policy
+    if usage is None:
+        return
+    if policy.own_kernel_required and not usage.own_calls_per_forward:
+        verdicts.flag(
+            "no_custom_kernel",
+            "no kernel of your own extension ran during forward; the computation must use your kernel",
+        )
+    disallowed = {k: v for k, v in usage.library_share.items() if k not in policy.allowed_library}
+    share = sum(disallowed.values())
+    if usage.method == "cuda_profiler" and share > policy.max_other_library_share:
+        kinds = ", ".join(f"{k} {v:.0%}" for k, v in sorted(disallowed.items(), key=lambda kv: -kv[1]))
+        verdicts.flag(
+            "library_policy",
+            f"{share:.0%} of device time is in library kernels outside the allowed ({kinds}); "
+            f"policy: {policy.summary.strip()}",
+        )
+
+
+def _summary(result: BenchResult, problem: Problem) -> str:
+    failing = [c for c in result.cases if c.status != "passed"]
+    parts = []
+    if failing:
+        first = failing[0]
+        parts.append(
+            f"{len(failing)} of {len(result.cases)} cases failed; first: {first.name}: {first.message}"
+        )
+    else:
+        parts.append(f"all {len(result.cases)} correctness cases passed")
+    for f in result.flag_details:
+        parts.append(f"flag {f.name}: {f.message}")
+    prim = result.primary_timing
+    if prim and prim.candidate and prim.reference:
+        parts.append(
+            f"{prim.name}: {prim.candidate.median_ms:.4g} ms (RSE {prim.candidate.rse:.1%}) vs reference "
+            f"{prim.reference.median_ms:.4g} ms → speedup {prim.reference.median_ms / prim.candidate.median_ms:.2f}×"
+        )
+    return "; ".join(parts)
+
+
+def _overall_status(
+    cases: list[CaseResult], timings: list[ShapeTiming], verdicts: Verdicts, outcome: ChildOutcome
+) -> str:
+    if outcome.timed_out:
+        return "timeout"
+    for fail in verdicts.failures.values():
+        if fail.get("error") in FAILURE_STATUS:
+            return FAILURE_STATUS[fail["error"]]
+    if outcome.returncode != 0:
+        return "crashed"
+    clean = not any(f.disqualifying for f in verdicts.flags.values())
+    timed = all(t.candidate is not None for t in timings)
+    if clean and timed and all(c.status == "passed" for c in cases):
+        return "ok"
+    return "incorrect"
+
+
+def benchmark(problem: Problem, kernel_code: str, seed: int | None = None) -> BenchResult:
+    start = time.monotonic()
+    env = collect_env(problem)
+    master = seed if seed is not None else secrets.randbits(62)
+    base: dict[str, Any] = {
+        "problem": problem.name,
+        "problem_hash": problem.content_hash,
+        "kernel_hash": kernel_hash(kernel_code),
+        "seed": master,
+        "env": env,
+    }
+    flags, syntax_error = check_source(kernel_code)
+    if syntax_error:
+        return BenchResult(
+            status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}", **base
+        )
+    with Job.create(kernel_code) as job:
+        result = _evaluate(problem, kernel_code, job, master, env, flags, base)
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _evaluate(
+    problem: Problem,
+    kernel_code: str,
+    job: Job,
+    master: int,
+    env: EnvInfo,
+    flags: list[Flag],
+    base: dict[str, Any],
+) -> BenchResult:
+    refs = ReferenceTimes(problem, env)
+    plan = Plan.make(problem, job, master, refs)
+    truth = _run_truth(job, problem, plan)
+    truth_msgs = {m["event"]: m for m in truth.messages}
+    no_device = "no_device" in truth_msgs
+    if no_device or "done" not in truth_msgs:
+        outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []})
+        comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
+        if no_device:
+            message = "benchmark needs a CUDA GPU and none is visible here; " + (
+                "the kernel compiled." if comp.ok or comp.status == "no_device" else comp.message
+            )
+            return BenchResult(
+                status="no_device", correct=False, speedup=None, message=message, compile=comp, **base
+            )
+        err = truth_msgs.get("error", {})
+        detail = err.get("message") or _where_truth_failed(truth)
+        return BenchResult(
+            status="harness_error", correct=False, speedup=None, compile=comp, output=truth.output,
+            message=f"the reference/truth worker failed: {detail}", **base,
+        )  # fmt: skip
+    ref_msgs = {m["name"]: m.get("reference") for m in truth.messages if m["event"] == "timing_ready"}
+    plan.attach_reference_errors(truth.messages)
+    verdicts = Verdicts(problem=problem, plan=plan)
+    for f in flags:
+        verdicts.flags[f.name] = f
+    outcome = run_candidate(
+        job,
+        problem,
+        {"mode": "bench", "cases": plan.cases, "timing": plan.timing},
+        on_message=verdicts.handle,
+    )
+    comp = compile_result(outcome, base["kernel_hash"])
+    if outcome.handler_errors:
+        return BenchResult(
+            status="harness_error", correct=False, speedup=None, compile=comp, output=outcome.output,
+            message=f"the harness failed while judging: {outcome.handler_errors[0]}", **base,
+        )  # fmt: skip
+    if not any(m["event"] == "imported" for m in outcome.messages) or comp.status != "ok":
+        return BenchResult(
+            status=comp.status if comp.status != "ok" else "import_error", correct=False, speedup=None,
+            message=comp.message, compile=comp, output=outcome.output,
+            flags=[f.name for f in verdicts.flags.values()], flag_details=list(verdicts.flags.values()), **base,
+        )  # fmt: skip
+    cases = _case_results(verdicts, outcome)
+    timings, usage = _timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
+    _usage_guards(verdicts, problem, usage)
+    status = _overall_status(cases, timings, verdicts, outcome)
+    correct = status == "ok"
+    primary = next((t for t in timings if t.primary), None)
+    result = BenchResult(
+        status=status,  # type: ignore[arg-type]
+        correct=correct,
+        speedup=primary.speedup if correct and primary else None,
+        flags=[f.name for f in verdicts.flags.values()],
+        flag_details=list(verdicts.flags.values()),
+        message="",
+        cases=cases,
+        timings=timings,
+        compile=comp,
+        usage=usage,
+        output=outcome.output,
+        **base,
+    )
+    result.message = _failure_lead(status, outcome, verdicts) + _summary(result, problem)
+    return result
+
+
+def _failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str:
+    if status in ("timeout", "crashed"):
+        return f"{status}: {_where_it_stopped(verdicts, outcome)}; "
+    if status in ("oom", "runtime_error"):
+        fail = next(iter(verdicts.failures.values()), None)
+        if fail:
+            return (
+                f"{status} in {fail.get('kind')} {fail.get('name')}: {str(fail.get('message', ''))[-600:]}; "
+            )
+    return ""
+
+
+def _where_truth_failed(outcome: ChildOutcome) -> str:
+    tail = outcome.output.strip().splitlines()[-3:]
+    return f"{describe_exit(outcome)}; {' | '.join(tail)}"
+
+
+def load_kernel(path: str | Path) -> str:
+    return Path(path).read_text()

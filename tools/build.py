@@ -1,0 +1,312 @@
+"""The harness's `load_inline`: a content-keyed build cache, ptxas reports, errors in the candidate's lines.
+
+Installed in the candidate's process before its module is imported. The build directory is keyed on
+load_inline's real arguments (sources, flags, includes) plus torch/CUDA/Python versions and the target
+arch, so a Python-only edit of a candidate is a cache hit. A build happens in a private temporary folder
+that is renamed into the cache only on success: a killed build never leaves a lock in the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import re
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.utils.cpp_extension as cpp_extension
+
+from tools.results import BuildInfo, Diagnostic, KernelResources
+
+_ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
+_SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
+DONE_MARKER = "kernel_agent_build.json"
+LOG_NAME = "build.log"
+
+_GCC_ERROR = re.compile(
+    r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$"
+)
+_NVCC_ERROR = re.compile(
+    r"^(?P<file>[^\s(]+\.(?:cu|cuh|h|hpp))\((?P<line>\d+)\): (?:catastrophic )?error:? (?P<msg>.*)$"
+)
+_LINK_ERROR = re.compile(r"(undefined reference to .*|ld: .*error.*|collect2: error: .*)")
+_PTXAS_ENTRY = re.compile(
+    r"ptxas info\s*: (?:Compiling entry function|Function properties for) '?(?P<name>[\w$]+)'?"
+)
+_PTXAS_USED = re.compile(r"ptxas info\s*: Used (?P<regs>\d+) registers(?P<rest>.*)")
+_PTXAS_FRAME = re.compile(
+    r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
+)
+_SMEM = re.compile(r"(\d+) bytes smem")
+_GLOBAL_FN = re.compile(
+    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
+)
+
+
+CANDIDATE_FILE = Path("kernel.py")  # the worker runs in the candidate's working dir
+
+
+def candidate_line(source: str | None, line_in_source: int | None, text: str) -> int | None:
+    """Where a line of a load_inline source string stands in the candidate's own .py file."""
+    try:
+        kernel = CANDIDATE_FILE.read_text()
+    except OSError:
+        return None
+    if source and line_in_source is not None:
+        idx = kernel.find(source)
+        if idx >= 0:
+            return kernel[:idx].count("\n") + line_in_source
+    stripped = text.strip()
+    if stripped:
+        hits = [i for i, ln in enumerate(kernel.splitlines(), 1) if ln.strip() == stripped]
+        if len(hits) == 1:
+            return hits[0]
+    return None
+
+
+class BuildRegistry:
+    """What this process built: the worker reports it, and the kernel-launch check reads kernel names."""
+
+    def __init__(self) -> None:
+        self.builds: list[BuildInfo] = []
+        self.errors: list[Diagnostic] = []
+        self.own_kernel_names: set[str] = set()
+        self.failed = False
+        self.extension_calls = 0
+
+
+REGISTRY = BuildRegistry()
+
+
+def cuda_arch() -> str:
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    if torch.cuda.is_available():
+        major, minor = torch.cuda.get_device_capability()
+        return f"{major}.{minor}"
+    return "9.0"
+
+
+def _as_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else list(value)
+
+
+def build_key(args: dict[str, Any]) -> str:
+    relevant = {
+        k: args.get(k)
+        for k in (
+            "name",
+            "cpp_sources",
+            "cuda_sources",
+            "functions",
+            "extra_cflags",
+            "extra_cuda_cflags",
+            "extra_ldflags",
+            "extra_include_paths",
+            "with_cuda",
+            "is_python_module",
+            "with_pytorch_error_handling",
+            "no_implicit_headers",
+        )
+    }
+    relevant["_env"] = [torch.__version__, torch.version.cuda, cuda_arch(), sys.version_info[:2]]
+    blob = json.dumps(relevant, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:20]
+
+
+def parse_ptxas(log: str) -> list[KernelResources]:
+    kernels: dict[str, KernelResources] = {}
+    current: str | None = None
+    for line in log.splitlines():
+        if m := _PTXAS_ENTRY.search(line):
+            current = m["name"]
+            kernels.setdefault(current, KernelResources(name=current))
+        elif current and (m := _PTXAS_USED.search(line)):
+            k = kernels[current]
+            k.registers = int(m["regs"])
+            if s := _SMEM.search(m["rest"]):
+                k.shared_bytes = int(s.group(1))
+        elif current and (m := _PTXAS_FRAME.search(line)):
+            k = kernels[current]
+            k.stack_bytes, k.spill_stores, k.spill_loads = int(m["stack"]), int(m["st"]), int(m["ld"])
+    return [_demangled(k) for k in kernels.values()]
+
+
+def _demangled(k: KernelResources) -> KernelResources:
+    with contextlib.suppress(Exception):
+        import subprocess
+
+        out = subprocess.run(["c++filt", k.name], capture_output=True, text=True, timeout=5).stdout.strip()
+        if out:
+            k.name = out
+    return k
+
+
+def _locate(generated: str, sources: list[str], line_no: int) -> tuple[str, str | None, int | None]:
+    """Map a line of the generated file (main.cpp / cuda.cu) to (its text, the source, line in that source)."""
+    gen_lines = generated.splitlines()
+    text = gen_lines[line_no - 1] if 0 < line_no <= len(gen_lines) else ""
+    for src in sources:
+        idx = generated.find(src)
+        if idx < 0:
+            continue
+        first = generated[:idx].count("\n") + 1
+        if first <= line_no < first + src.count("\n") + 1:
+            return text, src, line_no - first + 1
+    return text, None, None
+
+
+def parse_errors(log: str, build_dir: Path, args: dict[str, Any]) -> list[Diagnostic]:
+    diags: list[Diagnostic] = []
+    seen: set[tuple[str, int | None, str]] = set()
+    for raw in log.splitlines():
+        line = raw.strip()
+        m = _GCC_ERROR.match(line) or _NVCC_ERROR.match(line)
+        if m:
+            path = Path(m["file"])
+            gen_file = path.name
+            line_no = int(m["line"])
+            sources = _as_list(
+                args.get("cuda_sources") if gen_file.endswith(".cu") else args.get("cpp_sources")
+            )
+            generated = ""
+            with contextlib.suppress(OSError):
+                generated = (path if path.is_absolute() else build_dir / path).read_text()
+            text, src, line_in_src = _locate(generated, sources, line_no)
+            key = (gen_file, line_no, m["msg"])
+            if key not in seen:
+                seen.add(key)
+                diags.append(
+                    Diagnostic(
+                        message=m["msg"],
+                        generated_file=gen_file,
+                        generated_line=line_no,
+                        candidate_line=candidate_line(src, line_in_src, text),
+                        source_line=text.rstrip(),
+                    )
+                )
+        elif _LINK_ERROR.search(line) and len(diags) < 20:
+            diags.append(Diagnostic(message=line))
+    return diags[:30]
+
+
+@contextlib.contextmanager
+def _stdout_to(path: Path) -> Iterator[None]:
+    """ninja's output goes to fd 1 under verbose=True; send it to the build log instead."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 1)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+
+
+class CountingModule:
+    """Wraps an extension module so calls into it are counted (the CPU problems' kernel-launch evidence)."""
+
+    def __init__(self, module: Any) -> None:
+        object.__setattr__(self, "_module", module)
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._module, name)
+        if callable(attr) and not name.startswith("__"):
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                REGISTRY.extension_calls += 1
+                return attr(*args, **kwargs)
+
+            return counted
+        return attr
+
+
+def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
+    bound = _SIGNATURE.bind(*args, **kwargs)
+    bound.apply_defaults()
+    call = dict(bound.arguments)
+    call["cpp_sources"] = _as_list(call["cpp_sources"])
+    call["cuda_sources"] = _as_list(call.get("cuda_sources")) or None
+    call["use_pch"] = False  # torch's PCH lives in its install folder: shared and unsafe in parallel
+    if call["cuda_sources"]:
+        flags = list(call.get("extra_cuda_cflags") or [])
+        if not any("ptxas" in f and "-v" in f for f in flags):
+            flags.append("-Xptxas=-v")
+        call["extra_cuda_cflags"] = flags
+    for src in call["cuda_sources"] or []:
+        REGISTRY.own_kernel_names.update(_GLOBAL_FN.findall(src))
+    key = build_key(call)
+    cache = Path(
+        os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home() / ".cache" / "kernel-agent" / "builds"
+    )
+    final = cache / f"{call['name']}-{key}"
+    start = time.perf_counter()
+    if (final / DONE_MARKER).is_file():
+        module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
+        os.utime(final)  # LRU order for eviction
+        meta = json.loads((final / DONE_MARKER).read_text())
+        kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
+        REGISTRY.builds.append(
+            BuildInfo(
+                name=call["name"],
+                key=key,
+                cached=True,
+                seconds=time.perf_counter() - start,
+                ok=True,
+                kernels=kernels,
+            )
+        )
+        return CountingModule(module) if call["is_python_module"] else module
+    return _build_fresh(call, key, cache, final, start)
+
+
+def _build_fresh(call: dict[str, Any], key: str, cache: Path, final: Path, start: float) -> Any:
+    tmp = cache / ".tmp" / f"{call['name']}-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(parents=True)
+    log_path = tmp / LOG_NAME
+    try:
+        with _stdout_to(log_path):
+            module = _ORIGINAL_LOAD_INLINE(**{**call, "build_directory": str(tmp), "verbose": True})
+    except Exception as exc:
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        diags = parse_errors(log + "\n" + str(exc), tmp, call)
+        REGISTRY.failed = True
+        REGISTRY.errors.extend(diags)
+        REGISTRY.builds.append(
+            BuildInfo(name=call["name"], key=key, cached=False, seconds=time.perf_counter() - start, ok=False)
+        )
+        shutil.rmtree(tmp, ignore_errors=True)
+        summary = "; ".join(d.message for d in diags[:3]) or "see build log"
+        raise RuntimeError(f"load_inline({call['name']!r}) failed to build: {summary}") from None
+    log = log_path.read_text(errors="replace")
+    kernels = parse_ptxas(log)
+    seconds = time.perf_counter() - start
+    (tmp / DONE_MARKER).write_text(
+        json.dumps({"key": key, "seconds": seconds, "kernels": [k.model_dump() for k in kernels]})
+    )
+    try:
+        tmp.rename(final)
+    except OSError:  # another process finished the same build first: theirs is as good
+        shutil.rmtree(tmp, ignore_errors=True)
+    REGISTRY.builds.append(
+        BuildInfo(name=call["name"], key=key, cached=False, seconds=seconds, ok=True, kernels=kernels)
+    )
+    return CountingModule(module) if call["is_python_module"] else module
+
+
+def install() -> None:
+    """Route every load_inline of the candidate through the harness's cached builder."""
+    cpp_extension.load_inline = harness_load_inline

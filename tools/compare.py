@@ -1,0 +1,92 @@
+"""The verdict on one output: float64 truth, elementwise atol/rtol AND relative-L2, with the worst element."""
+
+from __future__ import annotations
+
+import torch
+
+from tools.problem import Tolerance
+from tools.results import CaseResult
+
+
+def _index(flat: int, shape: torch.Size) -> list[int]:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim)
+        flat //= dim
+    return list(reversed(idx))
+
+
+def compare(
+    name: str,
+    out: torch.Tensor,
+    truth: torch.Tensor,
+    spec_tol: Tolerance,
+    sizes: dict[str, int],
+    ref_err: dict[str, float] | None = None,
+) -> CaseResult:
+    ref_err = ref_err or {}
+    tol = spec_tol.widened(ref_err.get("ref_max_abs_err"), ref_err.get("ref_rel_l2_err"))
+    base = {
+        "name": name,
+        "sizes": sizes,
+        "numel": truth.numel(),
+        "atol": tol.atol,
+        "rel_l2_bound": tol.rel_l2,
+        "ref_max_abs_err": ref_err.get("ref_max_abs_err"),
+        "ref_rel_l2_err": ref_err.get("ref_rel_l2_err"),
+    }
+    if tuple(out.shape) != tuple(truth.shape):
+        return CaseResult(
+            status="failed",
+            message=f"output shape {tuple(out.shape)} != expected {tuple(truth.shape)}",
+            **base,
+        )
+    if out.dtype != torch.float32:
+        return CaseResult(
+            status="failed", message=f"output dtype {out.dtype} != expected torch.float32", **base
+        )
+    out64 = out.to(torch.float64)
+    finite = torch.isfinite(out64)
+    if not bool(finite.all()):
+        bad = (~finite).flatten()
+        first = int(bad.nonzero()[0])
+        return CaseResult(
+            status="failed",
+            message=f"{int(bad.sum()):,} NaN/Inf values in the output, first at {_index(first, out.shape)} "
+            "(outputs are poisoned with NaN before each call: an element never written shows as NaN)",
+            worst_index=_index(first, out.shape),
+            mismatched=int(bad.sum()),
+            **base,
+        )
+    err = (out64 - truth).abs()
+    bound = tol.atol + tol.rtol * truth.abs()
+    excess = (err - bound).flatten()
+    worst = int(torch.argmax(excess))
+    mismatched = int((excess > 0).sum())
+    norm = float(torch.linalg.vector_norm(truth))
+    diff = float(torch.linalg.vector_norm(out64 - truth))
+    rel_l2 = diff / norm if norm > 0 else diff
+    fields = {
+        "max_abs_err": float(err.max()),
+        "rel_l2_err": rel_l2,
+        "worst_index": _index(worst, out.shape),
+        "worst_value": float(out64.flatten()[worst]),
+        "worst_expected": float(truth.flatten()[worst]),
+        "mismatched": mismatched,
+    }
+    problems = []
+    if mismatched:
+        problems.append(
+            f"{mismatched:,} of {truth.numel():,} elements outside atol={tol.atol:g}+rtol={tol.rtol:g}·|truth|; "
+            f"worst at {fields['worst_index']}: got {fields['worst_value']:.6g}, expected {fields['worst_expected']:.6g}"
+        )
+    if rel_l2 > tol.rel_l2:
+        problems.append(f"relative L2 error {rel_l2:.3g} > {tol.rel_l2:g}")
+    if problems:
+        return CaseResult(status="failed", message="; ".join(problems), **fields, **base)
+    return CaseResult(
+        status="passed",
+        message=f"max abs err {fields['max_abs_err']:.3g}, rel-L2 {rel_l2:.3g}",
+        **fields,
+        **base,
+    )

@@ -1,0 +1,155 @@
+"""One evaluation's folders and child processes, shared by `compile_kernel` and `benchmark`.
+
+Layout of a job (a fresh temporary folder, removed afterwards):
+  work/     the candidate's working dir: kernel.py, request.json, its outputs
+  shared/   inputs and weights written by the truth worker for the candidate to read
+  private/  truth (float64), mode 0700; read by the parent only
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tools.problem import Problem
+from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
+from tools.sandbox import ChildOutcome, Deadline, MessageHandler, cache_root, child_env, run_child
+
+
+def kernel_hash(kernel_code: str) -> str:
+    return hashlib.sha256(kernel_code.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Job:
+    root: Path
+
+    @classmethod
+    def create(cls, kernel_code: str) -> Job:
+        root = Path(tempfile.mkdtemp(prefix="kagent-job-"))
+        for sub in ("work", "shared", "private"):
+            (root / sub).mkdir()
+        (root / "private").chmod(0o700)
+        (root / "work" / "kernel.py").write_text(kernel_code)
+        return cls(root)
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def shared(self) -> Path:
+        return self.root / "shared"
+
+    @property
+    def private(self) -> Path:
+        return self.root / "private"
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> Job:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def build_cache_dir() -> Path:
+    path = cache_root() / "builds"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def run_candidate(
+    job: Job, problem: Problem, request: dict[str, Any], on_message: MessageHandler | None = None
+) -> ChildOutcome:
+    """The candidate worker: compile budget until it reports its import, then the evaluation budget."""
+    limits = problem.spec.limits
+    deadline = Deadline(limits.compile_timeout_s)
+
+    def handle(msg: dict[str, Any]) -> str | None:
+        if msg["event"] in ("imported", "import_failed"):
+            deadline.extend_to(limits.eval_timeout_s)
+        return on_message(msg) if on_message else None
+
+    request_path = job.work / "request.json"
+    request_path.write_text(json.dumps({"device": problem.spec.device, **request}))
+    env = child_env(job.work, {"KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir())})
+    return run_child(
+        "tools.worker_candidate",
+        [str(request_path)],
+        cwd=job.work,
+        env=env,
+        deadline=deadline,
+        on_message=handle,
+    )
+
+
+def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
+    return [k for b in builds for k in b.kernels]
+
+
+def describe_exit(outcome: ChildOutcome) -> str:
+    if outcome.timed_out:
+        return f"timed out after {outcome.seconds:.0f} s (the whole process group was killed)"
+    if outcome.signal_name:
+        return f"the process died of {outcome.signal_name}"
+    return f"the process exited with code {outcome.returncode}"
+
+
+def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
+    """What the import phase (which runs every load_inline build) came to."""
+    msgs = {m["event"]: m for m in outcome.messages}
+    common: dict[str, Any] = {"output": outcome.output, "kernel_hash": code_hash}
+    done = msgs.get("imported") or msgs.get("import_failed")
+    if done is None:
+        status = "timeout" if outcome.timed_out else "crashed"
+        return CompileResult(
+            status=status, message=f"while importing kernel_code (building its extensions): {describe_exit(outcome)}",
+            seconds=outcome.seconds, **common,
+        )  # fmt: skip
+    builds = [BuildInfo.model_validate(b) for b in done.get("builds", [])]
+    errors = [Diagnostic.model_validate(d) for d in done.get("errors", [])]
+    fields: dict[str, Any] = {
+        "seconds": float(done.get("seconds", 0.0)),
+        "cached": bool(builds) and all(b.cached for b in builds),
+        "builds": builds,
+        "errors": errors,
+        "kernels": _merge_kernels(builds),
+        **common,
+    }
+    if done["event"] == "import_failed" or done.get("failed_build"):
+        kind = done.get("kind", "compile_error") if done["event"] == "import_failed" else "compile_error"
+        return CompileResult(status=kind, message=_failure_message(kind, done, errors), **fields)
+    if not done.get("has_model_new"):
+        return CompileResult(
+            status="import_error", message="kernel_code must define a class named ModelNew", **fields
+        )
+    if no_device:
+        return CompileResult(status="no_device", message="compiled; no CUDA GPU here to run it on", **fields)
+    n = len(builds)
+    how = "from the build cache" if fields["cached"] else f"in {fields['seconds']:.1f} s"
+    return CompileResult(status="ok", message=f"compiled {n} extension{'s' * (n != 1)} {how}", **fields)
+
+
+def _failure_message(kind: str, done: dict[str, Any], errors: list[Diagnostic]) -> str:
+    if kind != "compile_error" or not errors:
+        return f"{'build failed' if kind == 'compile_error' else 'import failed'}: {done.get('message', '')}"
+    lines = []
+    for d in errors[:10]:
+        where = (
+            f"kernel.py line {d.candidate_line}"
+            if d.candidate_line
+            else f"{d.generated_file}:{d.generated_line}"
+        )
+        lines.append(
+            f"{where}: error: {d.message}" + (f"\n    {d.source_line.strip()}" if d.source_line else "")
+        )
+    more = f"\n… and {len(errors) - 10} more errors" if len(errors) > 10 else ""
+    return "build failed:\n" + "\n".join(lines) + more

@@ -1,0 +1,81 @@
+"""Building a case from the reference source: sizes applied, weights initialised, inputs drawn.
+
+Used only in the truth worker: the reference module never enters a candidate's process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+from typing import Any
+
+import torch
+
+from tools.problem import Case, ConstantInit, NormalInit, ParamInit, UniformInit
+
+
+def load_reference(source: str, sizes: dict[str, int]) -> types.ModuleType:
+    """A fresh module from the reference text with size constants overridden (get_inputs reads globals)."""
+    module = types.ModuleType("reference")
+    module.__file__ = "reference.py"
+    exec(compile(source, "reference.py", "exec"), module.__dict__)
+    for name, value in sizes.items():
+        setattr(module, name, value)
+    return module
+
+
+def derive_seed(master: int, label: str) -> int:
+    """Independent per-case seeds from one per-evaluation master seed."""
+    digest = hashlib.sha256(f"{master}:{label}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 62) - 1)
+
+
+def apply_init(model: torch.nn.Module, init: dict[str, ParamInit], generator: torch.Generator) -> None:
+    params = dict(model.named_parameters())
+    for name, rule in init.items():
+        if name not in params:
+            raise KeyError(f"init: the reference has no parameter {name!r} (has {sorted(params)})")
+        p = params[name]
+        with torch.no_grad():
+            if isinstance(rule, ConstantInit):
+                p.fill_(rule.value)
+            elif isinstance(rule, UniformInit):
+                p.copy_(
+                    torch.rand(p.shape, generator=generator, dtype=p.dtype) * (rule.high - rule.low)
+                    + rule.low
+                )
+            elif isinstance(rule, NormalInit):
+                p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * rule.std + rule.mean)
+
+
+def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dict[str, Any]:
+    """Init args, fp32 CPU state dict and fp32 CPU inputs for one case, all from `seed`."""
+    module = load_reference(source, sizes)
+    torch.manual_seed(seed)
+    init_inputs = list(module.get_init_inputs())
+    model = module.Model(*init_inputs)
+    apply_init(model, case.init, torch.Generator().manual_seed(seed ^ 0x5EED))
+    inputs = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
+    return {
+        "init_inputs": init_inputs,
+        "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "inputs": inputs,
+        "module": module,
+        "model": model,
+    }
+
+
+def fresh_inputs(module: types.ModuleType, seed: int) -> list[Any]:
+    torch.manual_seed(seed)
+    return [t.contiguous() if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
+
+
+def to_device(values: list[Any], device: str, dtype: torch.dtype | None = None) -> list[Any]:
+    out = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            v = v.to(device)
+            if dtype is not None and v.is_floating_point():
+                v = v.to(dtype)
+        out.append(v)
+    return out

@@ -1,0 +1,293 @@
+"""Child processes for untrusted code: allowlisted environment, own process group, bounded output,
+a result channel the parent owns, and a deadline after which the whole group is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HARNESS_ROOT = Path(__file__).resolve().parent.parent
+
+# Only these reach a candidate: no API keys, tokens or credentials ever do.
+ENV_ALLOWLIST = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "TERM",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "LIBRARY_PATH",
+    "CPATH",
+    "TORCH_CUDA_ARCH_LIST",
+    "MAX_JOBS",
+    "CC",
+    "CXX",
+    "NVCC_CCBIN",
+    "OMP_NUM_THREADS",
+    "NCCL_NVLS_ENABLE",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST",
+    "NVSHMEM_DISABLE_NVLS",
+)
+
+MAX_MESSAGE_BYTES = 4 << 20
+OUTPUT_HEAD = 6000
+OUTPUT_TAIL = 6000
+
+_live_groups: set[int] = set()
+_live_lock = threading.Lock()
+
+
+def cache_root() -> Path:
+    """The harness's cache (builds, reference times): $KERNEL_AGENT_CACHE or ~/.cache/kernel-agent."""
+    root = os.environ.get("KERNEL_AGENT_CACHE") or str(Path.home() / ".cache" / "kernel-agent")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _cuda_home() -> str | None:
+    """The real CUDA install; the `nvcc` on PATH may be a wrapper whose parent dir is not CUDA_HOME."""
+    if os.environ.get("CUDA_HOME"):
+        return os.environ["CUDA_HOME"]
+    try:
+        out = subprocess.run(
+            ["nvcc", "--dryrun", "-x", "cu", "-E", "/dev/null"], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in (out.stdout + out.stderr).splitlines():
+        if "TOP=" in line:
+            return str(Path(line.split("TOP=", 1)[1].strip()).resolve())
+    return None
+
+
+def child_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    cuda_home = _cuda_home()
+    if cuda_home:
+        env["CUDA_HOME"] = cuda_home
+    env.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
+    env.update(
+        HOME=str(workdir),
+        TMPDIR=str(workdir / "tmp"),
+        PYTHONPATH=str(HARNESS_ROOT),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+        TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
+    )
+    (workdir / "tmp").mkdir(parents=True, exist_ok=True)
+    env.update(extra or {})
+    return env
+
+
+class BoundedOutput:
+    """Keeps the head and tail of a stream; a 100 MB spam costs a few kilobytes."""
+
+    def __init__(self, head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> None:
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self._head_cap, self._tail_cap = head, tail
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._head_cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self._tail_cap:
+                del self.tail[: len(self.tail) - self._tail_cap]
+
+    def text(self) -> str:
+        head = self.head.decode(errors="replace")
+        if self.total <= len(self.head) + len(self.tail):
+            return head + self.tail.decode(errors="replace")
+        skipped = self.total - len(self.head) - len(self.tail)
+        return f"{head}\n… [{skipped:,} bytes of output omitted] …\n{self.tail.decode(errors='replace')}"
+
+
+@dataclass
+class ChildOutcome:
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    output: str = ""
+    output_bytes: int = 0
+    bad_messages: int = 0
+    handler_errors: list[str] = field(default_factory=list)
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            with contextlib.suppress(ValueError):
+                return signal.Signals(-self.returncode).name
+            return f"signal {-self.returncode}"
+        return None
+
+
+def _drain(stream: Any, sink: BoundedOutput) -> None:
+    for chunk in iter(lambda: stream.read1(65536), b""):
+        sink.feed(chunk)
+
+
+def _read_messages(
+    fd: int,
+    out: list[dict[str, Any]],
+    bad: list[int],
+    on_message: Callable[[dict[str, Any]], None],
+    errors: list[str],
+) -> None:
+    """Parse the child's JSON-lines channel defensively: oversized or malformed lines are counted, not trusted."""
+    with os.fdopen(fd, "rb") as stream:
+        for raw in stream:
+            if len(raw) > MAX_MESSAGE_BYTES:
+                bad.append(1)
+                continue
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                bad.append(1)
+                continue
+            if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+                bad.append(1)
+                continue
+            out.append(msg)
+            try:
+                on_message(msg)
+            except Exception as exc:  # a harness bug must surface as data, not a silent dead reader
+                errors.append(f"{type(exc).__name__}: {exc}")
+
+
+def kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def kill_all_children() -> None:
+    """Kill every live candidate/truth process group (Ctrl-C, shutdown)."""
+    with _live_lock:
+        groups = list(_live_groups)
+    for pgid in groups:
+        kill_group(pgid)
+
+
+class Deadline:
+    """A movable deadline: the candidate worker gets the compile budget, then the evaluation budget."""
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    def extend_to(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+
+    @property
+    def expired(self) -> bool:
+        return time.monotonic() > self.at
+
+
+MessageHandler = Callable[[dict[str, Any]], str | None]
+
+
+def run_child(
+    module: str,
+    args: list[str],
+    *,
+    cwd: Path,
+    env: dict[str, str],
+    deadline: Deadline,
+    on_message: MessageHandler | None = None,
+) -> ChildOutcome:
+    """Run `python -m module ARGS CHANNEL_FD` in its own session; kill the group at the deadline.
+
+    `on_message` sees each message as it arrives; a string it returns is written to the child's stdin
+    as one line (the parent's decisions, e.g. whether to go on to timing).
+    """
+    read_fd, write_fd = os.pipe()
+    cmd = [sys.executable, "-m", module, *args, str(write_fd)]
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        pass_fds=(write_fd,),
+        start_new_session=True,
+    )
+    os.close(write_fd)
+    with _live_lock:
+        _live_groups.add(proc.pid)
+
+    def reply(msg: dict[str, Any]) -> None:
+        answer = on_message(msg) if on_message is not None else None
+        if answer is not None and proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.write(answer.encode() + b"\n")
+                proc.stdin.flush()
+
+    output = BoundedOutput()
+    messages: list[dict[str, Any]] = []
+    bad: list[int] = []
+    handler_errors: list[str] = []
+    readers = [
+        threading.Thread(target=_drain, args=(proc.stdout, output), daemon=True),
+        threading.Thread(
+            target=_read_messages, args=(read_fd, messages, bad, reply, handler_errors), daemon=True
+        ),
+    ]
+    for t in readers:
+        t.start()
+    timed_out = False
+    try:
+        while proc.poll() is None:
+            if deadline.expired:
+                timed_out = True
+                break
+            time.sleep(0.05)
+    finally:
+        # Whatever the child left behind in its group goes with it.
+        kill_group(proc.pid)
+        proc.wait()
+        with _live_lock:
+            _live_groups.discard(proc.pid)
+    for t in readers:
+        t.join(timeout=5)
+    return ChildOutcome(
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        seconds=time.monotonic() - start,
+        messages=messages,
+        output=output.text(),
+        output_bytes=output.total,
+        bad_messages=len(bad),
+        handler_errors=handler_errors,
+    )
+
+
+class Channel:
+    """The child's end of the result channel: one JSON object per line."""
+
+    def __init__(self, fd: int) -> None:
+        self._stream = os.fdopen(fd, "wb", buffering=0)
+
+    def send(self, event: str, **payload: Any) -> None:
+        line = json.dumps({"event": event, **payload}, default=str).encode() + b"\n"
+        self._stream.write(line)

@@ -1,0 +1,323 @@
+"""Candidate worker: imports the candidate (building its extensions), runs every case, times every shape.
+
+It gets inputs and weights only; truth and verdicts live in the parent. Every call looks alike: the
+same fresh-storage, poisoned-allocator path serves correctness cases and timed iterations.
+Usage: python -m tools.worker_candidate REQUEST.json CHANNEL_FD
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.util
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools import build
+from tools.sandbox import Channel
+from tools.timing import measure
+from tools.worker_truth import reset_backend_flags
+
+# Captured before the candidate is imported; compared after every call.
+TIMERS = {
+    "time.perf_counter": (time, "perf_counter", time.perf_counter),
+    "torch.cuda.Event": (torch.cuda, "Event", torch.cuda.Event),
+    "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
+    "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
+    "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
+}
+
+
+class CandidateError(Exception):
+    """A failure attributable to the candidate: `kind` is what the parent reports."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def tampered_timers() -> list[str]:
+    return [
+        name for name, (owner, attr, original) in TIMERS.items() if getattr(owner, attr, None) is not original
+    ]
+
+
+def candidate_traceback(exc: BaseException, limit_chars: int = 3000) -> str:
+    """The traceback frames that are the candidate's (kernel.py), not the harness's."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("kernel.py")]
+    lines = [f'  File "kernel.py", line {f.lineno}, in {f.name}\n    {f.line}' for f in frames[-6:]]
+    text = "\n".join(lines + [f"{type(exc).__name__}: {exc}"])
+    return text[-limit_chars:]
+
+
+def classify_exception(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError) or "out of memory" in text.lower():
+        return "oom"
+    if "can't allocate memory" in text or "not enough memory" in text.lower():
+        return "oom"
+    if "CUDA error" in text or "AcceleratorError" in text or "illegal memory access" in text:
+        return "cuda_error"
+    return "exception"
+
+
+def import_candidate(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location("candidate_kernel", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate_kernel"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def make_model(cls: type, init_inputs: list[Any], state_dict: dict[str, torch.Tensor], device: str) -> Any:
+    try:
+        model = cls(*init_inputs)
+    except Exception as exc:
+        raise CandidateError(
+            "constructor", f"ModelNew{tuple(init_inputs)} failed: {candidate_traceback(exc)}"
+        ) from exc
+    if not isinstance(model, torch.nn.Module):
+        raise CandidateError("constructor", "ModelNew must be a torch.nn.Module subclass")
+    try:
+        model.load_state_dict(state_dict, strict=True)
+    except Exception as exc:
+        raise CandidateError(
+            "state_dict",
+            "the reference's weights do not load into ModelNew with load_state_dict(strict=True); keep the "
+            f"reference's parameter names and shapes. {exc}",
+        ) from exc
+    return model.to(device)
+
+
+class Caller:
+    """Runs one forward on fresh storage, with the allocator poisoned and inputs checked for mutation."""
+
+    def __init__(self, model: Any, device: str, out_shape: list[int]) -> None:
+        self.model, self.device, self.out_shape = model, device, out_shape
+        self._keep: collections.deque[list[Any]] = collections.deque(maxlen=2)  # new pointers every call
+        self.mutated = False
+        self.calls = 0
+
+    def fresh_args(self, pristine: list[Any]) -> list[Any]:
+        args = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
+        self._keep.append(args)
+        return args
+
+    def poison(self) -> None:
+        if self.device == "cuda":
+            poison = torch.full(self.out_shape, float("nan"), device="cuda")
+            del poison  # its block goes back to the caching allocator still holding NaN
+
+    def __call__(self, args: list[Any]) -> torch.Tensor:
+        self.calls += 1
+        reset_backend_flags()
+        with torch.no_grad():
+            return self.model(*args)
+
+    def check_inputs(self, args: list[Any], pristine: list[Any]) -> None:
+        for a, p in zip(args, pristine, strict=True):
+            if isinstance(a, torch.Tensor) and not torch.equal(a, p):
+                self.mutated = True
+
+
+def check_output(out: Any) -> torch.Tensor:
+    if type(out) is not torch.Tensor:
+        raise CandidateError(
+            "output_type",
+            f"forward must return a plain torch.Tensor, got {type(out).__module__}.{type(out).__name__}",
+        )
+    if out.layout is not torch.strided or out.is_meta:
+        raise CandidateError("output_type", "forward must return a dense tensor with real storage")
+    return out
+
+
+def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> None:
+    data = torch.load(item["data_path"], weights_only=True)
+    model = make_model(cls, data["init_inputs"], data["state_dict"], device)
+    caller = Caller(model, device, data["out_shape"])
+    pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["inputs"]]
+    args = caller.fresh_args(pristine)
+    caller.poison()
+    start = time.perf_counter()
+    out = check_output(caller(args))
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    caller.check_inputs(args, pristine)
+    torch.save(out.detach().to("cpu", copy=True), item["out_path"])
+    channel.send(
+        "case_done", name=item["name"], seconds=seconds, mutated=caller.mutated, timers=tampered_timers()
+    )
+
+
+def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -> None:
+    data = torch.load(item["data_path"], weights_only=True)
+    model = make_model(cls, data["init_inputs"], data["state_dict"], device)
+    caller = Caller(model, device, data["out_shape"])
+    sets = [[t.to(device) if isinstance(t, torch.Tensor) else t for t in s] for s in data["sets"]]
+    last_out: dict[int, torch.Tensor] = {}
+    current: dict[str, Any] = {}
+
+    def prepare(i: int) -> None:
+        k = i % len(sets)
+        current["k"], current["args"] = k, caller.fresh_args(sets[k])
+        caller.poison()
+
+    def call(i: int) -> object:
+        out = caller(current["args"])
+        last_out[current["k"]] = out
+        return out
+
+    samples = measure(call, prepare, device=device, **item["cfg"])
+    if device == "cuda":
+        torch.cuda.synchronize()
+    caller.check_inputs(current["args"], sets[current["k"]])
+    outs = [check_output(last_out[k]).detach().to("cpu", copy=True) for k in sorted(last_out)]
+    torch.save(outs, item["out_path"])
+    usage = profile_call(model, sets[0], device) if item.get("profile") else None
+    channel.send(
+        "timing_done",
+        name=item["name"],
+        stats=samples.stats(),
+        host_ms=samples.host_ms,
+        device_ms=samples.device_ms,
+        calls=caller.calls,
+        mutated=caller.mutated,
+        timers=tampered_timers(),
+        usage=usage,
+    )
+
+
+def classify_kernel(name: str, own: set[str]) -> str:
+    if any(k in name for k in own):
+        return "own"
+    low = name.lower()
+    if any(s in low for s in ("gemm", "cutlass", "cublas", "xmma", "gmma", "gemv", "dot_kernel", "splitk")):
+        return "gemm"
+    if any(s in low for s in ("memcpy", "memset")):
+        return "copy"
+    if "reduce" in low:
+        return "reduction"
+    if "elementwise" in low or "at::native" in low:
+        return "elementwise"
+    return "other"
+
+
+def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]:
+    """One profiled forward: which kernels ran and how much device time each kind took."""
+    args = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
+    if device != "cuda":
+        before = build.REGISTRY.extension_calls
+        with torch.no_grad():
+            model(*args)
+        return {"own_calls_per_forward": build.REGISTRY.extension_calls - before, "method": "extension_calls"}
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
+        model(*args)
+        torch.cuda.synchronize()
+    totals: dict[str, float] = collections.defaultdict(float)
+    per_kernel: dict[tuple[str, str], float] = collections.defaultdict(float)
+    own_calls = 0
+    for evt in prof.events():
+        if evt.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        kind = classify_kernel(evt.name, build.REGISTRY.own_kernel_names)
+        ms = evt.device_time / 1e3
+        totals[kind] += ms
+        per_kernel[(evt.name[:120], kind)] += ms
+        own_calls += kind == "own"
+    total = sum(totals.values()) or 1.0
+    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:8]
+    return {
+        "own_calls_per_forward": own_calls,
+        "own_share": totals.get("own", 0.0) / total,
+        "library_share": {k: v / total for k, v in totals.items() if k != "own"},
+        "top_kernels": [(name, kind, ms) for (name, kind), ms in top],
+        "method": "cuda_profiler",
+    }
+
+
+def import_phase(channel: Channel) -> Any:
+    start = time.perf_counter()
+    try:
+        module = import_candidate(Path("kernel.py").resolve())
+    except BaseException as exc:
+        builds = [b.model_dump() for b in build.REGISTRY.builds]
+        kind = "compile_error" if build.REGISTRY.failed else "import_error"
+        errors = [d.model_dump() for d in build.REGISTRY.errors]
+        channel.send(
+            "import_failed", kind=kind, message=candidate_traceback(exc), builds=builds, errors=errors,
+            seconds=time.perf_counter() - start,
+        )  # fmt: skip
+        return None
+    channel.send(
+        "imported",
+        seconds=time.perf_counter() - start,
+        builds=[b.model_dump() for b in build.REGISTRY.builds],
+        failed_build=build.REGISTRY.failed,
+        errors=[d.model_dump() for d in build.REGISTRY.errors],
+        has_model_new=isinstance(getattr(module, "ModelNew", None), type),
+    )
+    return module
+
+
+def main(request_path: str, fd: str) -> int:
+    channel = Channel(int(fd))
+    req = json.loads(Path(request_path).read_text())
+    device = req["device"]
+    reset_backend_flags()
+    build.install()
+    module = import_phase(channel)
+    if module is None or req["mode"] == "compile":
+        return 0
+    cls = getattr(module, "ModelNew", None)
+    if not isinstance(cls, type):
+        return 0
+    if device == "cuda" and not torch.cuda.is_available():
+        channel.send("no_device", message="this problem needs a CUDA GPU and none is visible")
+        return 0
+    if not run_items(cls, "case", req["cases"], run_case, device, channel):
+        return 1
+    # The parent judges the cases and answers on stdin: time only a candidate that is correct.
+    channel.send("cases_done")
+    if sys.stdin.readline().strip() != "time":
+        return 0
+    if not run_items(cls, "timing", req["timing"], run_timing, device, channel):
+        return 1
+    channel.send("done")
+    return 0
+
+
+def run_items(
+    cls: type, kind: str, items: list[dict[str, Any]], runner: Any, device: str, channel: Channel
+) -> bool:
+    """Run each item; False when the process must stop (its CUDA context is no longer usable)."""
+    for item in items:
+        channel.send("start", kind=kind, name=item["name"])
+        try:
+            runner(cls, item, device, channel)
+        except CandidateError as exc:
+            channel.send("failed", kind=kind, name=item["name"], error=exc.kind, message=str(exc))
+        except BaseException as exc:
+            error = classify_exception(exc)
+            channel.send(
+                "failed", kind=kind, name=item["name"], error=error, message=candidate_traceback(exc)
+            )
+            if error == "cuda_error":
+                return False
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

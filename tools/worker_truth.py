@@ -1,0 +1,146 @@
+"""Truth worker: builds every case's weights and inputs, computes float64 truth, times the reference.
+
+Runs in its own process, never beside a candidate. Inputs and weights go to the shared folder the
+candidate reads; truth goes to the parent's private folder and never reaches the candidate.
+Usage: python -m tools.worker_truth REQUEST.json CHANNEL_FD
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tools import refmod
+from tools.problem import Case
+from tools.sandbox import Channel
+from tools.timing import measure
+
+
+def reset_backend_flags() -> None:
+    """fp32 means fp32: no TF32 and no reduced-precision reductions, whatever ran before."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.set_float32_matmul_precision("highest")
+
+
+def float64_truth(model: torch.nn.Module, inputs: list[Any], device: str) -> torch.Tensor:
+    import copy
+
+    model64 = copy.deepcopy(model).double().to(device)
+    with torch.no_grad():
+        out = model64(*refmod.to_device(inputs, device, torch.float64))
+    return out.detach().to("cpu", torch.float64)
+
+
+def reference_error(
+    model: torch.nn.Module, inputs: list[Any], truth: torch.Tensor, device: str
+) -> dict[str, float]:
+    """How far the fp32 reference itself is from float64 truth: the scale honest fp32 rounding reaches here."""
+    with torch.no_grad():
+        out = model.to(device)(*refmod.to_device(inputs, device)).detach().to("cpu", torch.float64)
+    model.to("cpu")
+    diff = out - truth
+    norm = float(torch.linalg.vector_norm(truth))
+    return {
+        "ref_max_abs_err": float(diff.abs().max()),
+        "ref_rel_l2_err": float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
+    }
+
+
+def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> dict[str, Any]:
+    case = Case.model_validate(item["case"])
+    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+    truth = float64_truth(built["model"], built["inputs"], device)
+    torch.save(
+        {
+            "init_inputs": built["init_inputs"],
+            "state_dict": built["state_dict"],
+            "inputs": built["inputs"],
+            "out_shape": list(truth.shape),
+        },
+        item["data_path"],
+    )
+    torch.save(truth, item["truth_path"])
+    return {
+        "name": case.name,
+        "shape": list(truth.shape),
+        **reference_error(built["model"], built["inputs"], truth, device),
+    }
+
+
+def reference_timing(
+    built: dict[str, Any], sets: list[list[Any]], device: str, cfg: dict[str, Any]
+) -> dict[str, Any]:
+    model = built["model"].to(device)
+    on_device = [refmod.to_device(s, device) for s in sets]
+    current: list[list[Any]] = [[]]
+
+    def prepare(i: int) -> None:
+        current[0] = [t.clone() if isinstance(t, torch.Tensor) else t for t in on_device[i % len(on_device)]]
+
+    def call(i: int) -> object:
+        with torch.no_grad():
+            return model(*current[0])
+
+    samples = measure(call, prepare, device=device, **cfg)
+    return samples.stats()
+
+
+def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
+    case = Case(name=item["name"])
+    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+    sets = [built["inputs"]] + [
+        refmod.fresh_inputs(built["module"], refmod.derive_seed(item["seed"], f"set{k}"))
+        for k in range(1, item["sets"])
+    ]
+    truths = [float64_truth(built["model"], s, device) for s in sets]
+    ref_errors = [reference_error(built["model"], s, t, device) for s, t in zip(sets, truths, strict=True)]
+    torch.save(
+        {
+            "init_inputs": built["init_inputs"],
+            "state_dict": built["state_dict"],
+            "sets": sets,
+            "out_shape": list(truths[0].shape),
+        },
+        item["data_path"],
+    )
+    torch.save(truths, item["truth_path"])
+    del truths
+    stats = reference_timing(built, sets, device, item["cfg"]) if item["time_reference"] else None
+    channel.send("timing_ready", name=item["name"], reference=stats, ref_errors=ref_errors)
+
+
+def main(request_path: str, fd: str) -> int:
+    channel = Channel(int(fd))
+    req = json.loads(Path(request_path).read_text())
+    device = req["device"]
+    if device == "cuda" and not torch.cuda.is_available():
+        channel.send("no_device", message="this problem needs a CUDA GPU and none is visible")
+        return 0
+    reset_backend_flags()
+    where = "start"
+    try:
+        for item in req["cases"]:
+            where = f"case {item['case']['name']}"
+            channel.send("case_ready", **prepare_case(req, item, device))
+        for item in req["timing"]:
+            where = f"timing shape {item['name']}"
+            prepare_timing(req, item, device, channel)
+    except Exception as exc:
+        channel.send(
+            "error", where=where, message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+        )
+        return 1
+    channel.send("done")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,92 @@
+"""`agent show`, `agent ls`, `agent report`: look at run logs. Exit 0 on success, 2 when a path is not a
+readable run (or the options ask for a turn the run lacks)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from agent.runread import RunReadError, list_runs, load_run, resolve_run
+
+DEFAULT_RUNS_DIR = "runs"
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    show = subparsers.add_parser("show", help="a run, turn by turn", description="Show a run turn by turn.")
+    show.add_argument("run", help="run directory, or its name under runs/")
+    which = show.add_mutually_exclusive_group()
+    which.add_argument("--turn", type=positive_int, metavar="N", help="only turn N")
+    which.add_argument("--last", type=positive_int, metavar="N", help="only the last N turns")
+    show.add_argument(
+        "--full", action="store_true", help="whole kernels, every case, what the model was told"
+    )
+    show.add_argument("--no-code", action="store_true", help="leave kernel source out")
+    show.set_defaults(handler=cmd_show)
+
+    ls = subparsers.add_parser("ls", help="runs, newest first", description="List runs, newest first.")
+    ls.add_argument("runs_dir", nargs="?", default=DEFAULT_RUNS_DIR, help="default: runs/")
+    ls.set_defaults(handler=cmd_ls)
+
+    report = subparsers.add_parser(
+        "report", help="a run as one HTML page", description="Write an HTML report."
+    )
+    report.add_argument("run", help="run directory, or its name under runs/")
+    report.add_argument("-o", "--output", type=Path, help="default: report.html in the run directory")
+    report.set_defaults(handler=cmd_report)
+
+
+def fail(message: str) -> int:
+    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    return 2
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from agent.render import ShowOptions, render_run
+
+    try:
+        run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
+    except RunReadError as exc:
+        return fail(str(exc))
+    if args.turn is not None and args.turn not in {t.turn for t in run.turns}:
+        have = ", ".join(str(t.turn) for t in run.turns) or "none"
+        return fail(f"{run.run_id} has no turn {args.turn} (turns: {have})")
+    opts = ShowOptions(turn=args.turn, last=args.last, full=args.full, code=not args.no_code)
+    Console(highlight=False).print(render_run(run, opts))
+    return 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from agent.render import render_ls
+
+    try:
+        listings = list_runs(args.runs_dir)
+    except RunReadError as exc:
+        return fail(str(exc))
+    Console(highlight=False).print(render_ls(listings))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from agent.report import write_report
+
+    try:
+        run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
+    except RunReadError as exc:
+        return fail(str(exc))
+    out = args.output or run.path / "report.html"
+    try:
+        write_report(run, out)
+    except OSError as exc:
+        return fail(f"cannot write {out}: {exc.strerror or exc}")
+    Console(highlight=False).print(f"wrote {out}", markup=False)
+    return 0

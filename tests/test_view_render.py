@@ -1,0 +1,237 @@
+"""`agent show` and `agent ls` renderers, printed into a string Console and compared as text."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+
+from agent.events import RunInfo
+from agent.render import ShowOptions, render_ls, render_run
+from agent.runread import list_runs, load_run
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
+PARTIAL = RUNS / "20261129T120000Z-selective_scan-d4e5f6"
+SCRIPTED = RUNS / "20261129T090000Z-selective_scan_cpu-5c0000"
+NOW = datetime.fromisoformat("2026-11-30T08:00:00+00:00")
+
+
+def text_of(renderable: RenderableType, width: int = 140) -> str:
+    console = Console(file=io.StringIO(), width=width, legacy_windows=False)
+    console.print(renderable)
+    output = console.file.getvalue()  # type: ignore[attr-defined]
+    return "\n".join(line.rstrip() for line in output.splitlines())
+
+
+def show(run_dir: Path, opts: ShowOptions | None = None, width: int = 140) -> str:
+    return text_of(render_run(load_run(run_dir, now=NOW), opts or ShowOptions()), width)
+
+
+TURN_1 = """\
+turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468
+reasoning
+  The reference materialises dA and dB as [B, L, D, N] tensors: 1 GiB at the primary shape.
+  One thread per (batch, channel) with the 16 states in registers avoids that entirely.
+assistant
+  I'll start with one thread per (batch, channel), the 16 states in registers, x and y coalesced along D.
+call → compile_kernel
+  kernels/001.py · 68 lines · error at line 23
+    19     for (int t = 0; t < L; ++t) {
+    20         size_t row = ((size_t)b * L + t);
+    21         float dt = delta[row * D + d], xv = x[row * D + d], acc = 0.f;
+    22         for (int n = 0; n < 16; ++n) {
+  ❱ 23             h_state[n] = exp2f(dt * a[n]) * h_state[n] + dt * Bm[row * 16 + n] * xv;
+    24             acc += h[n] * Cm[row * 16 + n];
+    25         }
+    26         y[row * D + d] = acc + xv * Dv[d];
+  … lines 19–26 of 68 (--full shows all)
+result ← compile_kernel (compile_error)
+  compile_error: nvcc reported 1 error
+  kernels/001.py:23: error: identifier "h_state" is undefined
+      h_state[n] = exp2f(dt * a[n]) * h_state[n] + dt * Bm[row * 16 + n] * xv;
+  78.8s in compile_kernel
+"""
+
+TURN_2_BENCH = """\
+call → benchmark
+  kernels/003.py · 68 lines · same code as kernels/002.py
+result ← benchmark (incorrect)
+  incorrect: case long_memory failed: rel_l2 0.231 > 2e-05 (the recurrence loses state)
+  5/6 correctness cases passed
+   case         sizes                 status  max abs  rel L2  why
+   long_memory  B=2 L=3000 D=64 N=16  failed  0.41     0.23    rel_l2 0.231 > 2e-05; max_abs 0.412 at [1, 2871, 17] (expected 1.93, got 1.518)
+  21.7s in benchmark
+"""
+
+TURN_4_RESULT = """\
+result ← benchmark (ok)
+  correct · 31.7× vs the reference (b16_l1024_d1024: 1.820 ms vs 57.700 ms, rse 0.3%)
+  6/6 correctness cases passed
+   shape              candidate   rse   reference  speedup
+   b16_l1024_d1024 *   1.820 ms  0.3%   57.700 ms    31.7×
+   b8_l4096_d768       7.830 ms  0.3%  231.000 ms    29.5×
+   b4_l2048_d2048      3.709 ms  0.3%  112.000 ms    30.2×
+  device time: own kernels 41% · gemm 59%
+  36.2s in benchmark
+new best: 31.7× · kernels/005.py · 1.820 ms (rse 0.3%)
+"""
+
+
+def footer(run_dir: Path) -> str:
+    return f"""\
+total ─
+time    6m 07s wall · 142.5s LLM (39%) · 182.8s tools (50%)
+tokens  in=26,255 (input 2,395 · cache read 16,820 · cache write 7,040) · out=10,833 (thinking 6,850) · total=37,088
+cost    $0.335
+best    31.2× · kernels/005.py · turn 4, re-checked · saved as {run_dir / "best.py"}
+turns   5 · finished (submitted)"""
+
+
+def test_turn_header_is_exactly_the_known_format() -> None:
+    lines = show(COMPLETE).splitlines()
+    assert (
+        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468" in lines
+    )
+    headers = [line for line in lines if line.startswith("turn ") and " · " in line]
+    assert headers == [
+        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468",
+        "turn 2 · 60.5s turn · 31.2s LLM · 29.3s tools · tokens in=3,792 · out=2,210 · total=6,002",
+        "turn 3 · 66.4s turn · 27.9s LLM · 38.5s tools · tokens in=5,630 · out=1,890 · total=7,520",
+        "turn 4 · 61.3s turn · 25.1s LLM · 36.2s tools · tokens in=6,728 · out=1,650 · total=8,378",
+        "turn 5 · 9.8s turn · 9.8s LLM · 0.0s tools · tokens in=7,300 · out=420 · total=7,720",
+    ]
+
+
+def test_complete_run_transcript() -> None:
+    text = show(COMPLETE, width=200)
+    assert TURN_1 in text
+    assert TURN_2_BENCH in text
+    assert TURN_4_RESULT in text
+    assert (
+        "final re-check: 31.2× · kernels/005.py · 1.849 ms (rse 0.2%)\nrun ended: submitted (target reached)"
+        in text
+    )
+    tail = text[text.index("total ─") :]
+    assert tail.split("─")[0] + "─" + tail[tail.index("\n") :] == footer(COMPLETE)
+    assert text.splitlines()[:5] == [
+        COMPLETE.name + " " + "─" * (200 - len(COMPLETE.name) - 1),
+        "problem  selective_scan (problems/selective_scan.yaml)",
+        "model    anthropic/claude-opus-5-5",
+        "status   finished (submitted): target reached",
+        "started  2026-11-29 10:15:00 UTC · gpu-box-07 · NVIDIA H200 · torch 2.11.0 · CUDA 13.0",
+    ]
+
+
+def test_turn_and_last_select_turns() -> None:
+    only_two = show(COMPLETE, ShowOptions(turn=2))
+    assert "showing turn 2 of 5" in only_two
+    assert [line[:6] for line in only_two.splitlines() if line.startswith("turn ")] == ["turn 2"]
+    last_two = show(COMPLETE, ShowOptions(last=2))
+    assert "showing turn 4, 5 of 5" in last_two
+    assert [line[:6] for line in last_two.splitlines() if line.startswith("turn ")] == ["turn 4", "turn 5"]
+    # the footer always sums the whole run
+    assert "total=37,088" in only_two.splitlines()[-4]
+
+
+def test_no_code_and_full() -> None:
+    no_code = show(COMPLETE, ShowOptions(code=False))
+    assert (
+        "  kernels/001.py · 68 lines · error at line 23\nresult ← compile_kernel (compile_error)" in no_code
+    )
+    assert "❱ 23" not in no_code
+    full = show(COMPLETE, ShowOptions(full=True, turn=1))
+    source = (COMPLETE / "kernels/001.py").read_text().splitlines()
+    assert f"    68 {source[67]}" in full.splitlines()
+    assert "     1 import torch" in full.splitlines()
+    assert "--full shows all" not in full
+    assert "told the model\n    compile_kernel FAILED: nvcc reported 1 error" in full
+
+
+def test_partial_run_shows_the_cut_off_turn() -> None:
+    text = show(PARTIAL, ShowOptions(code=False))
+    assert "status   killed" in text
+    assert (
+        "turn 3 · incomplete (no turn_end) · 30.4s LLM · 0.0s tools · tokens in=4,391 · out=2,050 · total=6,441\n"
+        "reasoning\n"
+        "  Next: 32 threads per block, so more blocks cover the channels.\n"
+        "assistant\n"
+        "  Trying 32 threads per block.\n"
+        "call → benchmark\n"
+        "  submitted kernel · 68 lines\n"
+        "  no result logged\n"
+        "(the run was killed during this turn)\n"
+    ) in text
+    assert text.endswith(
+        "turns   3 · killed\nnote    events.jsonl line 9 is truncated (the writer was cut off); ignored"
+    )
+    assert (
+        "turn 1 · 128.5s turn · 40.2s LLM · 88.2s tools · tokens in=2,800 · out=3,920 · total=6,720" in text
+    )
+
+
+def test_scripted_run_is_labelled_and_has_no_tokens() -> None:
+    text = show(SCRIPTED)
+    assert "turn 1 · 47.4s turn · 0.0s LLM · 47.4s tools · scripted playback" in text.splitlines()
+    assert "model    scripted playback (problems/selective_scan_cpu/trajectory/playback.yaml)" in text
+    assert "tokens  none (scripted playback)\ncost    none (scripted playback)" in text
+    assert "tokens in=" not in text
+
+
+LS_WIDE = """\
+run                                         problem             model                        status                turns  tokens    cost    wall   best
+20261130T000000Z-selective_scan-bad000                                                       unreadable
+20261129T120000Z-selective_scan-d4e5f6      selective_scan      anthropic/claude-sonnet-5-5  killed                    3  18,101  $0.222  3m 49s  5.10×
+20261129T101500Z-selective_scan-a1b2c3      selective_scan      anthropic/claude-opus-5-5    finished (submitted)      5  37,088  $0.335  6m 07s  31.2×
+20261129T090000Z-selective_scan_cpu-5c0000  selective_scan_cpu  scripted playback            finished (submitted)      3       –       –  1m 41s  3.40×
+{bad}"""
+
+
+def mixed_runs(root: Path) -> Path:
+    for run in (SCRIPTED, COMPLETE, PARTIAL):
+        shutil.copytree(run, root / run.name)
+    bad = root / "20261130T000000Z-selective_scan-bad000"
+    shutil.copytree(COMPLETE, bad)
+    info = RunInfo.model_validate_json((bad / "run.json").read_text())
+    info = info.model_copy(
+        update={"format_version": 3, "run_id": bad.name, "started_at": "2026-11-30T00:00:00+00:00"}
+    )
+    (bad / "run.json").write_text(info.model_dump_json())
+    return bad
+
+
+def test_ls_mixed_folder(tmp_path: Path) -> None:
+    bad = mixed_runs(tmp_path)
+    text = text_of(render_ls(list_runs(tmp_path, now=NOW)), width=300)
+    error = f"{bad} was written by format version 3; this agent reads 1"
+    assert text == LS_WIDE.format(bad=error)
+
+
+def test_ls_narrow_console_keeps_every_number(tmp_path: Path) -> None:
+    for run in (SCRIPTED, COMPLETE, PARTIAL):
+        shutil.copytree(run, tmp_path / run.name)
+    text = text_of(render_ls(list_runs(tmp_path, now=NOW)), width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.splitlines()[0].split() == [
+        "run",
+        "model",
+        "status",
+        "turns",
+        "tokens",
+        "cost",
+        "wall",
+        "best",
+    ]
+    for cells in (
+        "3 18,101 $0.222 3m 49s 5.10×",
+        "5 37,088 $0.335 6m 07s 31.2×",
+        "3      –      – 1m 41s 3.40×",
+    ):
+        assert cells in text
+
+
+def test_ls_of_an_empty_folder(tmp_path: Path) -> None:
+    assert text_of(render_ls(list_runs(tmp_path))) == "no runs"

@@ -1,0 +1,241 @@
+"""`agent report`: the charts carry the run's numbers (read back from the SVG), the page is self-contained,
+and (where Chromium is installed) it renders."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from agent.events import ToolCallEvent
+from agent.report import LLM_COLOR, TOOL_COLOR, build_report, write_report
+from agent.runread import RunData, load_run
+from tools.results import BenchResult
+
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
+PARTIAL = RUNS / "20261129T120000Z-selective_scan-d4e5f6"
+SCRIPTED = RUNS / "20261129T090000Z-selective_scan_cpu-5c0000"
+NOW = datetime.fromisoformat("2026-11-30T08:00:00+00:00")
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+# ---------------------------------------------------------------- reading a chart back
+
+
+def charts(page: str) -> dict[str, ET.Element]:
+    """Each inline <svg>, keyed by the gid of its axes (speedup-chart, time-chart, tokens-chart)."""
+    found: dict[str, ET.Element] = {}
+    for text in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        root = ET.fromstring(text)
+        axes = next(el for el in root.iter(f"{SVG}g") if el.get("id", "").endswith("-chart"))
+        found[axes.get("id", "")] = axes
+    return found
+
+
+def element(axes: ET.Element, gid: str) -> ET.Element:
+    matches = [el for el in axes.iter() if el.get("id") == gid]
+    assert len(matches) == 1, f"{gid}: {len(matches)} elements"
+    return matches[0]
+
+
+def has(axes: ET.Element, gid: str) -> bool:
+    return any(el.get("id") == gid for el in axes.iter())
+
+
+def tick_value(label: str) -> float:
+    return float(label.replace(",", "").replace("\u2212", "-"))
+
+
+def axis_map(axes: ET.Element, axis: str) -> Callable[[float], float]:
+    """Pixel → data for one axis, fitted through its tick marks and their printed labels."""
+    ticks: list[tuple[float, float]] = []
+    for group in axes.iter(f"{SVG}g"):
+        if re.fullmatch(f"{axis}tick_\\d+", group.get("id", "")):
+            mark = next(group.iter(f"{SVG}use"))
+            label = next(group.iter(f"{SVG}text"))
+            ticks.append((float(mark.get(axis, "nan")), tick_value(label.text or "")))
+    assert len(ticks) >= 2, f"{axis} axis has {len(ticks)} ticks"
+    (p0, v0), (p1, v1) = ticks[0], ticks[-1]
+    scale = (v1 - v0) / (p1 - p0)
+    for pixel, value in ticks:  # every tick on one straight line: the axis is linear
+        assert v0 + (pixel - p0) * scale == pytest.approx(value, abs=1e-6 * max(abs(v0), abs(v1)))
+    return lambda pixel: v0 + (pixel - p0) * scale
+
+
+def marker_points(axes: ET.Element, gid: str) -> list[tuple[float, float]]:
+    x_of, y_of = axis_map(axes, "x"), axis_map(axes, "y")
+    uses = element(axes, gid).iter(f"{SVG}use")
+    return [(round(x_of(float(u.get("x", "nan"))), 6), y_of(float(u.get("y", "nan")))) for u in uses]
+
+
+def path_points(axes: ET.Element, gid: str) -> list[tuple[float, float]]:
+    x_of, y_of = axis_map(axes, "x"), axis_map(axes, "y")
+    d = next(element(axes, gid).iter(f"{SVG}path")).get("d", "")
+    numbers = [float(n) for n in re.findall(r"-?\d+(?:\.\d+)?", d)]
+    return [(round(x_of(x), 6), y_of(y)) for x, y in zip(numbers[::2], numbers[1::2], strict=True)]
+
+
+def bar(axes: ET.Element, gid: str) -> tuple[float, float]:
+    """(bottom, top) of a bar in data units."""
+    ys = [y for _, y in path_points(axes, gid)]
+    return min(ys), max(ys)
+
+
+# ---------------------------------------------------------------- the fixture's own numbers
+
+
+def benchmarks(run: RunData, tool: str = "benchmark") -> list[tuple[int, BenchResult]]:
+    calls = [e for e in run.events if isinstance(e, ToolCallEvent) and e.name == tool]
+    return [(c.turn, BenchResult.model_validate(c.result)) for c in calls]
+
+
+@pytest.fixture(scope="module")
+def complete() -> tuple[RunData, dict[str, ET.Element]]:
+    run = load_run(COMPLETE, now=NOW)
+    return run, charts(build_report(run))
+
+
+def test_speedup_chart_carries_each_candidate(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
+    run, found = complete
+    axes = found["speedup-chart"]
+    results = benchmarks(run)
+    correct = [(float(t), b.speedup) for t, b in results if b.correct]
+    failed = [(float(t), 0.0) for t, b in results if not b.correct]
+    assert correct == [(3.0, 12.4), (4.0, 31.7)]  # the fixture as designed
+    assert marker_points(axes, "speedup-ok") == [(x, pytest.approx(y, abs=0.01)) for x, y in correct]
+    assert marker_points(axes, "speedup-failed") == [(x, pytest.approx(y, abs=0.01)) for x, y in failed]
+    rechecked = [(float(t), b.speedup) for t, b in benchmarks(run, "final_recheck")]
+    assert marker_points(axes, "speedup-final") == [(x, pytest.approx(y, abs=0.01)) for x, y in rechecked]
+    assert [y for _, y in path_points(axes, "reference-line")] == [pytest.approx(1.0, abs=0.01)] * 2
+
+
+def test_best_so_far_line_steps_up_at_each_new_best(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
+    _, found = complete
+    points = path_points(found["speedup-chart"], "best-so-far")
+    best_at: dict[float, float] = {}
+    for x, y in points:  # steps-post: at a turn's x the line ends on that turn's best
+        best_at[x] = max(best_at.get(x, 0.0), y)
+    assert best_at == {
+        3.0: pytest.approx(12.4, abs=0.01),
+        4.0: pytest.approx(31.7, abs=0.01),
+        5.0: pytest.approx(31.7, abs=0.01),
+    }
+
+
+def test_time_chart_stacks_llm_and_tool_seconds(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
+    run, found = complete
+    axes = found["time-chart"]
+    for turn in run.turns:
+        llm_bottom, llm_top = bar(axes, f"llm-seconds-{turn.turn}")
+        tool_bottom, tool_top = bar(axes, f"tool-seconds-{turn.turn}")
+        assert llm_bottom == pytest.approx(0.0, abs=0.05)
+        assert llm_top == pytest.approx(turn.llm_seconds, abs=0.05)
+        assert tool_bottom == pytest.approx(turn.llm_seconds, abs=0.05)
+        assert tool_top - tool_bottom == pytest.approx(turn.tool_seconds, abs=0.05)
+    assert bar(axes, "llm-seconds-1")[1] == pytest.approx(48.5, abs=0.05)
+    assert bar(axes, "tool-seconds-1")[1] == pytest.approx(127.3, abs=0.05)
+
+
+def test_tokens_chart_stacks_each_kind(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
+    run, found = complete
+    axes = found["tokens-chart"]
+    kinds = [
+        ("input", "input_tokens"),
+        ("cache-read", "cache_read_tokens"),
+        ("cache-write", "cache_write_tokens"),
+        ("output", "output_tokens"),
+    ]
+    for turn in run.turns:
+        bottom = 0.0
+        for kind, field in kinds:
+            low, high = bar(axes, f"tokens-{kind}-{turn.turn}")
+            assert low == pytest.approx(bottom, abs=1.0)
+            assert high - low == pytest.approx(getattr(turn.usage, field), abs=1.0)
+            bottom = high
+        assert bottom == pytest.approx(turn.usage.total, abs=1.0)
+
+
+def test_page_is_self_contained_and_carries_the_best_kernel(
+    complete: tuple[RunData, dict[str, ET.Element]],
+) -> None:
+    page = build_report(load_run(COMPLETE, now=NOW))
+    assert page.startswith("<!DOCTYPE html>")
+    assert not re.search(r"<script|<link|<img|<iframe|@import|src=", page, flags=re.I)
+    assert set(re.findall(r"https?://[^\"'\s)]+", page)) <= {
+        "http://www.w3.org/2000/svg",
+        "http://www.w3.org/1999/xlink",
+    }
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "scan_kernel<<<grid, 256>>>(delta, A, Bm, Cm, x, Dv, y, L, D);" in text
+    best = BenchResult.model_validate(load_run(COMPLETE).best.bench)  # type: ignore[union-attr]
+    for case in best.cases:
+        assert re.search(rf"{case.name}batch_size=\d+ seq_len=\d+ d_model=\d+ d_state=16{case.status}", text)
+    assert "31.2× · kernels/005.py · turn 4 · re-checked at the end" in text
+
+
+def test_partial_run_report() -> None:
+    run = load_run(PARTIAL, now=NOW)
+    page = build_report(run)
+    axes = charts(page)["speedup-chart"]
+    assert marker_points(axes, "speedup-ok") == [(2.0, pytest.approx(5.1, abs=0.01))]
+    assert marker_points(axes, "speedup-failed") == [(1.0, pytest.approx(0.0, abs=0.01))]
+    assert not has(axes, "speedup-final")
+    time_axes = charts(page)["time-chart"]
+    assert bar(time_axes, "llm-seconds-3")[1] == pytest.approx(30.4, abs=0.05)  # the cut-off turn is drawn
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert "3 (incomplete)" in text
+    assert "benchmark: no result logged" in text
+    assert "events.jsonl line 9 is truncated" in text
+
+
+def test_scripted_run_report_has_no_token_chart() -> None:
+    page = build_report(load_run(SCRIPTED, now=NOW))
+    found = charts(page)
+    assert sorted(found) == ["speedup-chart", "time-chart"]
+    assert "scripted playback: no model calls, no tokens." in page
+    assert marker_points(found["speedup-chart"], "speedup-ok") == [(2.0, pytest.approx(3.4, abs=0.01))]
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+@pytest.mark.skipif(
+    shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)"
+)
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    from PIL import Image
+
+    page = write_report(load_run(COMPLETE, now=NOW), tmp_path / "report.html")
+    shot = tmp_path / "report.png"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+    flags += ["--disable-background-networking", "--disable-component-update", "--disable-sync"]
+    with tempfile.TemporaryDirectory() as profile:
+        subprocess.run(
+            [
+                "chromium",
+                *flags,
+                f"--user-data-dir={profile}",
+                f"--screenshot={shot}",
+                "--window-size=1280,2400",
+            ]
+            + [page.resolve().as_uri()],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    assert png_size(shot.read_bytes()) == (1280, 2400)
+    with Image.open(shot) as image:
+        colors = {rgb for _, rgb in image.convert("RGB").getcolors(maxcolors=1 << 22) or []}
+    for hex_color in (LLM_COLOR, TOOL_COLOR):  # the stacked bars were drawn
+        assert tuple(int(hex_color[i : i + 2], 16) for i in (1, 3, 5)) in colors

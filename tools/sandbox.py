@@ -5,6 +5,7 @@ a result channel the parent owns, and a deadline after which the whole group is 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -58,6 +59,7 @@ def cache_root() -> Path:
     return path
 
 
+@functools.cache
 def _cuda_home() -> str | None:
     """The real CUDA install; the `nvcc` on PATH may be a wrapper whose parent dir is not CUDA_HOME."""
     if os.environ.get("CUDA_HOME"):
@@ -74,12 +76,27 @@ def _cuda_home() -> str | None:
     return None
 
 
+@functools.cache
+def _gpu_arch() -> str | None:
+    """The visible GPU's compute capability via nvidia-smi (the parent never initialises CUDA)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    first = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
+    return first or None
+
+
 def child_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     cuda_home = _cuda_home()
     if cuda_home:
         env["CUDA_HOME"] = cuda_home
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
+    # Without an explicit arch list torch builds for every arch it knows when no GPU is visible.
+    env.setdefault("TORCH_CUDA_ARCH_LIST", _gpu_arch() or "9.0")
     env.update(
         HOME=str(workdir),
         TMPDIR=str(workdir / "tmp"),

@@ -1,0 +1,44 @@
+"""Shared test setup: one build cache for the whole run (C++ builds cost ~47 s each on 2 cores),
+and the `gpu` marker skipped where no CUDA device is visible."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+# Set before any test imports the harness: every child process inherits this one cache.
+os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if _cuda_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with: pytest -m gpu)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def tests_dir() -> Path:
+    return TESTS

@@ -1,0 +1,23 @@
+"""A second problem in bare KernelBench format: a numerically stable softmax over each row."""
+
+import torch
+import torch.nn as nn
+
+batch_size = 64
+dim = 1000
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def get_inputs() -> list[torch.Tensor]:
+    return [torch.randn(batch_size, dim) * 4]
+
+
+def get_init_inputs() -> list:
+    return []

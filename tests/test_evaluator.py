@@ -1,0 +1,213 @@
+"""The evaluator on the CPU: real compiles, real child processes, no mocks of compile or benchmark.
+
+Fault candidates are the shipped C++ baseline with only its Python edited, so the C++ is built once.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.candidates import scan_variants as v
+from tools.benchmark import benchmark
+from tools.compile_kernel import compile_kernel
+from tools.problem import Problem, ProblemError, load_problem
+
+REPO = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Problem:
+    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
+
+
+@pytest.fixture(scope="module")
+def scan_cpu() -> Problem:
+    return load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
+
+
+def test_honest_cpp_baseline_is_correct_and_faster_than_the_reference(scan_cpu: Problem) -> None:
+    result = benchmark(scan_cpu, v.baseline())
+    assert result.status == "ok", result.message
+    assert result.correct
+    assert result.flags == []
+    assert [c.status for c in result.cases] == ["passed"] * len(scan_cpu.spec.correctness)
+    assert result.speedup is not None
+    assert result.speedup > 1.0
+    timing = result.primary_timing
+    assert timing is not None
+    assert timing.candidate is not None
+    assert timing.reference is not None
+    assert timing.candidate.rse < 0.25
+    assert all(r.status == "passed" for r in timing.rechecked)  # timed outputs re-checked too
+    assert result.usage is not None
+    assert result.usage.own_calls_per_forward == 1
+    assert result.env.torch
+    assert result.env.harness_sha
+    assert result.seed is not None
+
+
+def test_a_wrong_candidate_fails_and_names_the_case(tiny: Problem) -> None:
+    result = benchmark(tiny, v.wrong_no_skip())
+    assert result.status == "incorrect"
+    assert not result.correct
+    assert result.speedup is None
+    failed = [c for c in result.cases if c.status == "failed"]
+    assert [c.name for c in failed] == ["odd"]  # long_memory has D = 0: the skip cannot show there
+    assert "odd" in result.message
+    assert "elements outside" in failed[0].message
+    assert failed[0].worst_index is not None
+    assert failed[0].max_abs_err > 1e-2
+    assert result.timings[0].candidate is None  # an incorrect kernel is not timed
+
+
+@pytest.mark.parametrize(
+    ("variant", "status", "needle"),
+    [
+        (v.python_exception, "runtime_error", "boom in forward"),
+        (v.wrong_shape, "incorrect", "output shape"),
+        (v.wrong_dtype, "incorrect", "output dtype"),
+        (v.nan_output, "incorrect", "NaN"),
+        (v.wrong_constructor, "incorrect", "ModelNew(17, 16) failed"),
+        (v.misnamed_param, "incorrect", "load_state_dict(strict=True)"),
+        (v.out_of_memory, "oom", "memory"),
+        (v.segfault, "crashed", "SIGSEGV"),
+        (v.host_loop, "timeout", "timed out"),
+    ],
+    ids=[
+        "py_exception",
+        "wrong_shape",
+        "wrong_dtype",
+        "nan",
+        "constructor",
+        "param_name",
+        "oom",
+        "segfault",
+        "loop",
+    ],
+)
+def test_each_fault_gets_its_status(tiny: Problem, variant, status: str, needle: str) -> None:
+    result = benchmark(tiny, variant())
+    assert result.status == status, result.message
+    assert not result.correct
+    assert result.speedup is None
+    assert needle in result.message or any(needle in c.message for c in result.cases), result.message
+
+
+def test_the_next_evaluation_after_a_crash_is_clean(tiny: Problem) -> None:
+    assert benchmark(tiny, v.segfault()).status == "crashed"
+    after = benchmark(tiny, v.baseline())
+    assert after.status == "ok", after.message
+    assert after.correct
+    assert after.speedup is not None
+
+
+def test_cpp_syntax_error_points_at_the_candidates_line(tiny: Problem) -> None:
+    code = v.cpp_syntax_error()
+    result = compile_kernel(tiny, code)
+    assert result.status == "compile_error"
+    expected_line = next(i for i, ln in enumerate(code.splitlines(), 1) if "int oops = ;" in ln)
+    assert any(e.candidate_line == expected_line for e in result.errors), result.errors
+    assert f"kernel.py line {expected_line}: error:" in result.message
+    assert "int oops = ;" in result.message
+    assert "ninja" not in result.message  # the compiler's words, not the build tool's command lines
+
+
+def test_identical_and_python_only_edits_hit_the_build_cache(tiny: Problem) -> None:
+    first = compile_kernel(tiny, v.baseline())
+    assert first.status == "ok", first.message
+    again = compile_kernel(tiny, v.baseline())
+    edited = compile_kernel(tiny, v.python_only_edit())
+    assert again.cached
+    assert edited.cached
+    assert again.builds[0].key == first.builds[0].key == edited.builds[0].key
+    assert edited.seconds < 5
+
+
+def test_cuda_candidate_compiles_without_a_gpu_and_reports_ptxas(repo: Path) -> None:
+    problem = load_problem(repo / "problems" / "selective_scan.yaml")
+    result = compile_kernel(problem, (TESTS / "candidates" / "cuda_axpy.py").read_text())
+    assert result.status == "ok", result.message + result.output[-2000:]
+    kernel = next(k for k in result.kernels if "axpy_kernel" in k.name)
+    assert kernel.registers is not None
+    assert kernel.registers > 0
+    assert kernel.spill_stores == 0
+    assert kernel.stack_bytes is not None
+    # benchmark on a GPU problem without a GPU: compiled (from the cache now), then no_device
+    bench = benchmark(problem, (TESTS / "candidates" / "cuda_axpy.py").read_text())
+    if bench.status != "no_device":
+        pytest.skip("a GPU is visible here")
+    assert bench.compile is not None
+    assert bench.compile.cached
+    assert "needs a CUDA GPU" in bench.message
+
+
+def test_second_kernelbench_problem_end_to_end() -> None:
+    bare = load_problem(TESTS / "problems" / "row_softmax.py")
+    assert bare.spec.device == "cuda"
+    assert bare.spec.precision == "fp32"
+    assert bare.primary.name == "default"
+    assert len(bare.spec.correctness) == 3
+    problem = load_problem(TESTS / "problems" / "row_softmax_cpu.yaml")
+    result = benchmark(problem, (TESTS / "candidates" / "row_softmax_cpp.py").read_text())
+    assert result.status == "ok", result.message
+    assert [c.name for c in result.cases] == ["odd", "wide"]
+    assert result.speedup is not None
+    assert result.speedup > 0
+
+
+def test_malformed_yaml_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ProblemError, match=r"bad\.yaml: malformed YAML"):
+        load_problem(bad)
+
+
+def test_a_bad_field_is_named(tmp_path: Path) -> None:
+    spec = (REPO / "problems" / "selective_scan_cpu.yaml").read_text().replace("device: cpu", "device: tpu")
+    path = tmp_path / "p.yaml"
+    path.write_text(spec.replace("reference: selective_scan/", f"reference: {REPO}/problems/selective_scan/"))
+    with pytest.raises(ProblemError) as err:
+        load_problem(path)
+    assert str(path) in str(err.value)
+    assert "device" in str(err.value)
+
+
+def test_a_missing_reference_is_reported(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text((REPO / "problems" / "selective_scan_cpu.yaml").read_text())
+    with pytest.raises(ProblemError, match="reference: file not found"):
+        load_problem(path)
+
+
+def _agent(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agent.cli", *args], capture_output=True, text=True, cwd=REPO
+    )
+
+
+def test_cli_bench_json_and_exit_codes(tmp_path: Path) -> None:
+    kernel = tmp_path / "k.py"
+    kernel.write_text(v.baseline())
+    ok = _agent("bench", str(TESTS / "problems" / "scan_tiny.yaml"), str(kernel), "--json", "--seed", "7")
+    assert ok.returncode == 0, ok.stderr
+    data = json.loads(ok.stdout)  # exactly one JSON object
+    for key in ("status", "correct", "speedup", "flags", "message", "cases", "timings", "compile"):
+        assert key in data
+    assert data["seed"] == 7
+    assert data["compile"]["cached"] in (True, False)
+    kernel.write_text(v.wrong_no_skip())
+    wrong = _agent("bench", str(TESTS / "problems" / "scan_tiny.yaml"), str(kernel), "--json")
+    assert wrong.returncode == 1
+    assert json.loads(wrong.stdout)["correct"] is False
+    missing = _agent("bench", str(tmp_path / "nope.yaml"), str(kernel))
+    assert missing.returncode == 2
+    assert "no such problem file" in missing.stderr
+    check = _agent("check", str(REPO / "problems" / "selective_scan_cpu.yaml"))
+    assert check.returncode == 0
+    assert "spec valid" in check.stdout

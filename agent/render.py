@@ -411,13 +411,31 @@ def render_unanswered(block: ToolUseBlock, ctx: _Context) -> Iterator[Renderable
         yield Text(f"submitted kernel · {len(block.kernel_code.splitlines())} lines", style=DIM)
         if ctx.opts.code:
             yield from render_source(block.kernel_code, None, ctx.opts.full)
-    yield Text("no result logged", style=BAD_STYLE)
+    if ctx.run.status.state == "running":
+        yield Text("no result yet (the run is still going)", style="yellow")
+    else:
+        yield Text("no result logged", style=BAD_STYLE)
+
+
+def display_order(events: list[Event]) -> list[Event]:
+    """Log order, except that a new best follows the call that found it (the loop logs it first)."""
+    ordered = list(events)
+    for best in [e for e in events if isinstance(e, BestEvent)]:
+        here = ordered.index(best)
+        later = [
+            i
+            for i, e in enumerate(ordered)
+            if i > here and isinstance(e, ToolCallEvent) and e.kernel_path == best.kernel_path
+        ]
+        if later:
+            ordered.insert(later[0], ordered.pop(here))
+    return ordered
 
 
 def render_turn(turn: TurnData, ctx: _Context) -> Group:
     run = ctx.run
     parts: list[RenderableType] = [turn_header(turn, run.scripted)]
-    for event in turn.events:
+    for event in display_order(turn.events):
         parts += render_event(event, ctx)
     for block in turn.unanswered:
         parts.append(labelled(f"call → {block.name}", Group(*render_unanswered(block, ctx))))

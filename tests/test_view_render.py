@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import socket
 from datetime import datetime
 from pathlib import Path
 
 from rich.console import Console, RenderableType
 
-from agent.events import RunInfo
+from agent.events import Heartbeat, RunInfo
 from agent.render import ShowOptions, render_ls, render_run
 from agent.runread import list_runs, load_run
 
@@ -235,3 +237,16 @@ def test_ls_narrow_console_keeps_every_number(tmp_path: Path) -> None:
 
 def test_ls_of_an_empty_folder(tmp_path: Path) -> None:
     assert text_of(render_ls(list_runs(tmp_path))) == "no runs"
+
+
+def test_a_running_run_waits_for_its_result(tmp_path: Path) -> None:
+    run_dir = tmp_path / PARTIAL.name
+    shutil.copytree(PARTIAL, run_dir)
+    beat = Heartbeat(
+        pid=os.getpid(), host=socket.gethostname(), updated_at=NOW.isoformat(), phase="benchmarking"
+    )
+    (run_dir / "heartbeat.json").write_text(beat.model_dump_json())
+    text = show(run_dir, ShowOptions(turn=3, code=False))
+    assert "status   running (benchmarking)" in text
+    assert "  submitted kernel · 68 lines\n  no result yet (the run is still going)\n" in text
+    assert "killed" not in text

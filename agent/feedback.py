@@ -6,6 +6,7 @@ results are cut down to it when the context is bounded, so it has to stand alone
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel
@@ -156,6 +157,7 @@ def bench_text(result: BenchResult, best: BestSoFar | None, improved: bool) -> s
 
 KEEP_RECENT_TURNS = 3
 OLD_TEXT_CHARS = 1200
+MAX_SENT_CHARS = 240_000  # ~60k tokens: past this, the oldest turns are left out altogether
 
 
 def _short_tool_result(block: dict[str, Any]) -> dict[str, Any]:
@@ -195,12 +197,17 @@ def _short_message(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def bounded_messages(
-    messages: list[dict[str, Any]], keep_recent: int = KEEP_RECENT_TURNS
+    messages: list[dict[str, Any]], keep_recent: int = KEEP_RECENT_TURNS, max_chars: int = MAX_SENT_CHARS
 ) -> list[dict[str, Any]]:
-    """The conversation to send: whole for the last `keep_recent` assistant turns, shortened before."""
+    """The conversation to send: whole for the last `keep_recent` assistant turns, shortened before;
+    if still over `max_chars`, the oldest (assistant, user) pairs after the task are left out."""
     assistant_at = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     if len(assistant_at) <= keep_recent:
         return messages
     cutoff = assistant_at[-keep_recent]
     # the first user message (the task) stays whole; it is short and part of the cached prefix
-    return [m if i == 0 or i >= cutoff else _short_message(m) for i, m in enumerate(messages)]
+    sent = [m if i == 0 or i >= cutoff else _short_message(m) for i, m in enumerate(messages)]
+    while len(json.dumps(sent)) > max_chars and cutoff > 3 and sent[1]["role"] == "assistant":
+        del sent[1:3]
+        cutoff -= 2
+    return sent

@@ -48,6 +48,9 @@ TOOLS: list[dict[str, Any]] = [
 ]
 
 
+LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}
+
+
 class Budget(BaseModel):
     max_turns: int | None = None
     max_cost_usd: float | None = None
@@ -102,7 +105,7 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
     spec = problem.spec
     tol = spec.tolerance
     sections = [
-        f"You write fast, correct {spec.language.upper()} kernels for PyTorch. Problem: {spec.name}.",
+        f"You write fast, correct {LANGUAGE[spec.language]} kernels for PyTorch. Problem: {spec.name}.",
         spec.description.strip(),
         "## Reference (KernelBench format)\n```python\n" + problem.reference_source.strip() + "\n```",
         "## What to submit\n"

@@ -1,0 +1,329 @@
+"""`agent run PROBLEM`: the agent loop with a live progress line; the run's log goes to runs/.
+
+`--resume RUN_DIR` continues a stopped or killed run from its log. Exit codes: 0 the run ended and
+holds a correct kernel, 1 it ended without one, 2 bad problem/usage/model setup, 3 model or harness
+error, 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
+    from rich.console import Console, RenderableType
+
+    from agent.events import Event
+    from agent.loop import Agent, Progress
+    from agent.providers.base import Provider
+    from tools.problem import Problem
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("run", help="let the agent write and benchmark kernels for a problem")
+    p.add_argument("problem", nargs="?", help="problem spec (.yaml) or KernelBench .py; omit with --resume")
+    p.add_argument(
+        "--model", help="a Claude model id, or 'scripted' (default: Claude if ANTHROPIC_API_KEY is set)"
+    )
+    p.add_argument("--max-turns", type=int, help="stop after this many model turns")
+    p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
+    p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
+    p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
+    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs/)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or killed run from its log")
+    p.set_defaults(handler=handle)
+
+
+class UsageError(Exception):
+    """Bad arguments or setup: shown as one line, exit code 2."""
+
+
+def handle(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True, highlight=False)
+    from agent.providers.base import ProviderError
+    from tools.problem import ProblemError
+
+    try:
+        agent = build_agent(args, console)
+    except (UsageError, ProblemError, ProviderError) as exc:
+        console.print(f"[red]error:[/] {exc}")
+        return 2
+    outcome = run_live(agent, console)
+    console.print(final_panel(agent, str(outcome), outcome.status))
+    if outcome.exit_code:
+        return outcome.exit_code
+    return 0 if agent.state.best is not None else 1
+
+
+# --- setting a run up ----------------------------------------------------------------------------
+
+
+def build_agent(args: argparse.Namespace, console: Console) -> Agent:
+    from agent.events import RunConfig
+
+    if args.resume:
+        return resume_agent(args, console)
+    if not args.problem:
+        raise UsageError("agent run: give a PROBLEM, or --resume RUN_DIR")
+    from agent.providers import choose_model, make_provider
+    from tools.problem import load_problem
+
+    problem = load_problem(args.problem)
+    model, notice = choose_model(args.model)
+    trajectory = trajectory_path(problem)
+    provider = make_provider(model, trajectory)
+    if notice:
+        console.print(f"[yellow]{notice}[/]")
+    config = RunConfig(
+        problem_path=str(problem.path),
+        provider=provider.name,
+        model=provider.model,
+        max_turns=args.max_turns,
+        max_cost_usd=args.max_cost,
+        max_minutes=args.max_minutes,
+        target_speedup=args.target_speedup,
+        trajectory=str(trajectory) if provider.scripted and trajectory else None,
+    )
+    return new_agent(problem, provider, config, Path(args.runs_dir), console)
+
+
+def trajectory_path(problem: Problem) -> Path | None:
+    return (problem.path.parent / problem.spec.trajectory).resolve() if problem.spec.trajectory else None
+
+
+def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console) -> Agent:
+    from agent.events import RunInfo
+    from agent.loop import Agent, Evaluator, State
+    from agent.prompt import first_user_message
+    from agent.runlog import RunLog, collect_environment, new_run_dir
+
+    run_dir = new_run_dir(runs_dir, problem.name)
+    info = RunInfo(
+        run_id=run_dir.name,
+        problem=problem.name,
+        problem_hash=problem.content_hash,
+        provider=provider.name,
+        model=provider.model,
+        scripted=provider.scripted,
+        config=config,
+        environment=collect_environment(problem),
+    )
+    log = RunLog.create(run_dir, info)
+    console.print(f"run [bold]{run_dir}[/] · {describe_provider(provider)}")
+    state = State(messages=[{"role": "user", "content": first_user_message(problem)}])
+    return Agent(
+        problem,
+        provider,
+        log,
+        system_for(problem, config),
+        budget_of(config),
+        state,
+        Evaluator.real(),
+        RichDisplay(console, provider.scripted),
+    )
+
+
+def resume_agent(args: argparse.Namespace, console: Console) -> Agent:
+    return reopen_agent(Path(args.resume), console, args.problem, args.model, limit_overrides(args))
+
+
+def reopen_agent(
+    run_dir: Path,
+    console: Console,
+    problem_arg: str | None = None,
+    model_arg: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    provider: Provider | None = None,
+) -> Agent:
+    """An agent continuing the run in `run_dir` exactly where its log ends."""
+    from agent.events import RunEndEvent, RunInfo
+    from agent.loop import Agent, Evaluator, state_from_log
+    from agent.providers import make_provider
+    from agent.runlog import RunLog, read_events
+    from tools.problem import load_problem
+
+    if not (run_dir / "run.json").is_file():
+        raise UsageError(f"--resume {run_dir}: not a run folder (no run.json)")
+    info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
+    problem = load_problem(problem_arg or info.config.problem_path)
+    if problem.content_hash != info.problem_hash:
+        raise UsageError(
+            f"--resume: {problem.path} changed since the run started "
+            f"(hash {problem.content_hash} != {info.problem_hash})"
+        )
+    ended = [e for e in read_events(run_dir) if isinstance(e, RunEndEvent)]
+    if ended and ended[-1].exit_status == "Finished":
+        raise UsageError(f"--resume {run_dir}: the model already ended this run; start a new one")
+    if model_arg and model_arg != info.model:
+        raise UsageError(
+            f"--resume: the run used model {info.model!r}; cannot continue it with {model_arg!r}"
+        )
+    if provider is None:
+        trajectory = Path(info.config.trajectory) if info.config.trajectory else trajectory_path(problem)
+        provider = make_provider(info.model if info.provider == "anthropic" else "scripted", trajectory)
+    updates = {k: v for k, v in (overrides or {}).items() if v is not None}
+    config = info.config.model_copy(update=updates)
+    (run_dir / "summary.json").unlink(missing_ok=True)  # running again: a viewer must not see it as ended
+    log = RunLog.reopen(run_dir)
+    state = state_from_log(problem, run_dir)
+    console.print(f"resuming [bold]{run_dir}[/] at turn {state.turn + 1} · {describe_provider(provider)}")
+    display = RichDisplay(console, provider.scripted)
+    return Agent(
+        problem,
+        provider,
+        log,
+        system_for(problem, config),
+        budget_of(config),
+        state,
+        Evaluator.real(),
+        display,
+    )
+
+
+def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "max_turns": args.max_turns,
+        "max_cost_usd": args.max_cost,
+        "max_minutes": args.max_minutes,
+        "target_speedup": args.target_speedup,
+    }
+
+
+def budget_of(config: Any) -> Any:
+    from agent.prompt import Budget
+
+    return Budget(
+        max_turns=config.max_turns,
+        max_cost_usd=config.max_cost_usd,
+        max_minutes=config.max_minutes,
+        target_speedup=config.target_speedup,
+    )
+
+
+def system_for(problem: Problem, config: Any) -> str:
+    """The system prompt; the same run.json config gives the same prompt on resume."""
+    from agent.prompt import system_prompt
+    from tools.envinfo import hardware_summary
+
+    return system_prompt(problem, hardware_summary(problem), budget_of(config))
+
+
+def describe_provider(provider: Provider) -> str:
+    if provider.scripted:
+        return f"[yellow]scripted playback[/] of {getattr(provider, 'path', 'a trajectory')} (no model calls, zero cost)"
+    return f"{provider.name} · {provider.model}"
+
+
+# --- live display --------------------------------------------------------------------------------
+
+
+def run_live(agent: Agent, console: Console) -> Any:
+    from rich.live import Live
+
+    display = agent.display
+    assert isinstance(display, RichDisplay)
+    with Live(
+        display.status_line(agent.progress()), console=console, refresh_per_second=4, transient=True
+    ) as live:
+        display.live = live
+        return agent.run()
+
+
+def status_text(p: Progress) -> str:
+    minutes, seconds = divmod(int(p.elapsed_s), 60)
+    best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "—"
+    tokens = (
+        "0 tokens (scripted playback)"
+        if p.scripted
+        else f"tokens in={p.usage.tokens_in:,} out={p.usage.output_tokens:,}"
+    )
+    return f"turn {p.turn} · {p.phase} · {tokens} · ${p.cost_usd:.2f} · best {best} · {minutes}:{seconds:02d}"
+
+
+def event_lines(event: Event, scripted: bool) -> list[str]:
+    """How one logged event reads in the terminal (the seed transcript's shape)."""
+    from agent.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent, TurnEndEvent
+
+    tag = " [yellow](scripted playback)[/]" if scripted else ""
+    if isinstance(event, ModelCallEvent):
+        if event.status == "error":
+            return [f"[red]model error[/] {event.error}"]
+        lines = []
+        if event.reasoning:
+            lines += ["[dim]reasoning[/]" + tag, *indent(clip(event.reasoning))]
+        if event.text:
+            lines += ["[bold]assistant[/]" + tag, *indent(clip(event.text))]
+        if event.stop_reason not in ("tool_use", "end_turn"):
+            lines.append(f"[yellow]stop_reason: {event.stop_reason}[/]")
+        return lines
+    if isinstance(event, ToolCallEvent):
+        headline = event.summary.splitlines()[0] if event.summary else event.status
+        style = "red" if event.is_error else "green"
+        where = f" {event.kernel_path}" if event.kernel_path else ""
+        return [
+            f"call → {event.name}{where}",
+            f"[{style}]result ← {event.name} ({event.status})[/]",
+            f"  {headline}",
+        ]
+    if isinstance(event, TurnEndEvent):
+        u = event.usage
+        return [
+            f"[bold]turn {event.turn}[/] · {event.turn_seconds:.1f}s turn · {event.llm_seconds:.1f}s LLM · "
+            f"{event.tool_seconds:.1f}s tools · tokens in={u.tokens_in:,} · out={u.output_tokens:,} · total={u.total:,}",
+            "",
+        ]
+    if isinstance(event, BestEvent):
+        what = "final best (re-checked)" if event.final else "new best"
+        return [
+            f"[green]{what}: {event.speedup:.2f}x · {event.median_ms:.3f} ms ± {event.rse * 100:.1f}% · {event.kernel_path}[/]"
+        ]
+    if isinstance(event, ErrorEvent):
+        return [f"[red]error ({event.where})[/] {event.message}"]
+    return []
+
+
+def clip(text: str, lines: int = 6) -> str:
+    rows = text.strip().splitlines()
+    return "\n".join(rows[:lines] + ([f"… ({len(rows) - lines} more lines)"] if len(rows) > lines else []))
+
+
+def indent(text: str) -> list[str]:
+    from rich.markup import escape
+
+    return ["  " + escape(row) for row in text.splitlines()]
+
+
+class RichDisplay:
+    def __init__(self, console: Console, scripted: bool) -> None:
+        self.console = console
+        self.live: Any = None
+        self.scripted = scripted
+
+    def status_line(self, progress: Progress) -> RenderableType:
+        from rich.text import Text
+
+        return Text.from_markup(f"[cyan]{status_text(progress)}[/]")
+
+    def progress(self, progress: Progress) -> None:
+        if self.live is not None:
+            self.live.update(self.status_line(progress))
+
+    def event(self, event: Event) -> None:
+        for line in event_lines(event, self.scripted):
+            self.console.print(line)
+
+
+def final_panel(agent: Agent, message: str, status: str) -> str:
+    s = agent.state
+    best = f"{s.best.speedup:.2f}x ({agent.log.dir / 'best.py'})" if s.best else "no correct kernel"
+    tokens = (
+        "0 tokens, $0.00 (scripted playback)"
+        if agent.provider.scripted
+        else (
+            f"tokens in={s.usage.tokens_in:,} out={s.usage.output_tokens:,} (thinking {s.usage.thinking_tokens:,}), ${s.cost_usd:.2f}"
+        )
+    )
+    return f"[bold]{status}[/]: {message}\n{s.turn} turns · {tokens} · best {best}\nlog: {agent.log.dir}"

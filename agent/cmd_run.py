@@ -271,7 +271,7 @@ def event_lines(event: Event, scripted: bool) -> list[str]:
     if isinstance(event, TurnEndEvent):
         u = event.usage
         return [
-            f"[bold]turn {event.turn}[/] · {event.turn_seconds:.1f}s turn · {event.llm_seconds:.1f}s LLM · "
+            f"[bold]turn {event.turn}[/]{tag} · {event.turn_seconds:.1f}s turn · {event.llm_seconds:.1f}s LLM · "
             f"{event.tool_seconds:.1f}s tools · tokens in={u.tokens_in:,} · out={u.output_tokens:,} · total={u.total:,}",
             "",
         ]

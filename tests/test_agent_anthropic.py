@@ -158,7 +158,7 @@ def test_request_caches_system_and_tools_and_thinks_adaptively(problem: Problem,
         "class Model(nn.Module)",
         "ModelNew",
         "strict=True",
-        "relative L2 error <= 2e-05",
+        f"relative L2 error <= {problem.spec.tolerance.rel_l2:g}",
         "long_memory",
         "b8_l1024_d512",
     ):

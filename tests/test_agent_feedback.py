@@ -1,0 +1,92 @@
+"""What the model reads back from the tools: headline first, errors at its own lines, long output cut
+in the middle, failing cases with their errors, timings with spread, the best so far."""
+
+from __future__ import annotations
+
+from agent.feedback import BestSoFar, bench_text, compile_text, head_tail
+from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
+
+
+def stats(ms: float, rse: float) -> TimingStats:
+    return TimingStats(median_ms=ms, rse=rse, n=10, min_ms=ms, max_ms=ms, mean_ms=ms)
+
+
+def test_compile_errors_point_at_the_candidate_lines() -> None:
+    result = CompileResult(
+        status="compile_error",
+        message="build failed: 2 errors",
+        errors=[
+            Diagnostic(message="error: 'foo' was not declared", candidate_line=42, source_line="  foo(x);"),
+            Diagnostic(message="error: expected ';'", generated_file="main.cpp", generated_line=7),
+        ],
+    )
+    text = compile_text(result)
+    lines = text.splitlines()
+    assert lines[0] == "compile_kernel FAILED (compile_error): build failed: 2 errors"
+    assert "  line 42: error: 'foo' was not declared" in lines
+    assert "      foo(x);" in lines
+    assert "  main.cpp: error: expected ';'" in lines
+
+
+def test_long_output_keeps_head_and_tail() -> None:
+    text = "FIRST ERROR\n" + "noise\n" * 5000 + "LAST LINE"
+    cut = head_tail(text, 200, 200)
+    assert cut.startswith("FIRST ERROR")
+    assert cut.endswith("LAST LINE")
+    assert "characters cut" in cut
+    assert len(cut) < 600
+    assert head_tail("short") == "short"
+
+
+def test_benchmark_text_names_failing_cases_timings_and_best() -> None:
+    result = BenchResult(
+        status="incorrect",
+        correct=False,
+        speedup=None,
+        message="1 of 2 cases failed",
+        cases=[
+            CaseResult(name="odd", status="passed", sizes={"seq_len": 333}),
+            CaseResult(
+                name="long_memory",
+                status="failed",
+                sizes={"seq_len": 2100},
+                max_abs_err=4.4e-4,
+                rel_l2_err=1.6e-6,
+                mismatched=9,
+                numel=268800,
+            ),
+        ],
+    )
+    best = BestSoFar(turn=2, kernel_path="kernels/002.py", speedup=1.6, median_ms=300.0, rse=0.01)
+    text = bench_text(result, best, improved=False)
+    assert text.splitlines()[0].startswith("benchmark INCORRECT: 1 of 2 cases failed")
+    assert "long_memory FAILED (seq_len=2100): max_abs_err 0.00044; rel_l2 1.6e-06; 9/268800 elements" in text
+    assert "Passed: odd" in text
+    assert "Best so far: 1.60x at 300.000 ms ± 1.0% (kernels/002.py, turn 2)." in text
+
+
+def test_benchmark_text_of_a_correct_kernel() -> None:
+    timing = ShapeTiming(
+        name="b8",
+        primary=True,
+        sizes={},
+        candidate=stats(100.0, 0.02),
+        reference=stats(400.0, 0.01),
+        speedup=4.0,
+    )
+    result = BenchResult(status="ok", correct=True, speedup=4.0, message="ok", timings=[timing])
+    best = BestSoFar(turn=3, kernel_path="kernels/003.py", speedup=4.0, median_ms=100.0, rse=0.02)
+    text = bench_text(result, best, improved=True)
+    assert text.splitlines()[0] == "benchmark CORRECT: 4.00x the reference's speed."
+    assert "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference 400.000 ms ± 1.0% -> 4.00x" in text
+    assert text.endswith("(this kernel: new best).")
+
+
+def test_best_is_replaced_only_beyond_the_measured_spread() -> None:
+    from agent.loop import beats
+
+    best = BestSoFar(turn=1, kernel_path="kernels/001.py", speedup=2.0, median_ms=100.0, rse=0.02)
+    assert beats(100.0, 0.02, None)
+    assert not beats(97.0, 0.02, best)  # 3% faster, inside 2 standard errors of both medians
+    assert beats(90.0, 0.01, best)
+    assert not beats(101.0, 0.0, best)

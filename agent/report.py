@@ -205,6 +205,15 @@ def speedup_chart(run: RunData) -> str:
             gid="speedup-final",
             label="final re-check",
         )
+        for c in final:
+            ax.annotate(
+                f"re-check {fmt_speedup(c.speedup)}",
+                (c.turn, c.speedup or 0.0),
+                textcoords="offset points",
+                xytext=(-8, 8),
+                ha="right",
+                fontsize=8,
+            )
     ax.set_xlim(0.5, last_turn + 0.5)
     ax.set_ylim(0, 1.18 * max([c.speedup or 0.0 for c in found + final] + [1.0]))
     ax.legend(loc="upper left", fontsize=8, frameon=False)

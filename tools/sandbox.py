@@ -81,7 +81,10 @@ def _gpu_arch() -> str | None:
     """The visible GPU's compute capability via nvidia-smi (the parent never initialises CUDA)."""
     try:
         out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -100,7 +103,10 @@ def child_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, s
     env.update(
         HOME=str(workdir),
         TMPDIR=str(workdir / "tmp"),
-        PYTHONPATH=str(HARNESS_ROOT),
+        # The harness's own import path (e.g. wheels unpacked beside the image's Python): no secrets in it.
+        PYTHONPATH=os.pathsep.join(
+            [str(HARNESS_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        ),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
         PYTHONNOUSERSITE="1",

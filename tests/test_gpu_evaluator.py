@@ -1,0 +1,51 @@
+"""The evaluator on a CUDA GPU (the H200): the honest baseline passes every case and is timed honestly.
+
+Run there with `python -m pytest -m gpu`. Skipped where no CUDA device is visible.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.benchmark import benchmark
+from tools.compile_kernel import compile_kernel
+from tools.problem import load_problem
+
+REPO = Path(__file__).resolve().parent.parent
+BASELINE = REPO / "problems" / "selective_scan" / "solutions" / "01_naive_fused.py"
+
+
+@pytest.mark.gpu
+def test_honest_cuda_baseline_passes_every_case_and_is_timed() -> None:
+    problem = load_problem(REPO / "problems" / "selective_scan.yaml")
+    result = benchmark(problem, BASELINE.read_text())
+    assert result.status == "ok", result.message
+    assert result.correct
+    assert result.flags == []
+    assert all(c.status == "passed" for c in result.cases)
+    assert len(result.timings) == 3
+    for timing in result.timings:
+        assert timing.candidate is not None
+        assert timing.reference is not None
+        assert timing.candidate.clock == "cuda_event"
+        assert timing.candidate.rse < 0.05
+        assert all(r.status == "passed" for r in timing.rechecked)
+    assert result.speedup is not None
+    assert result.speedup > 1.0
+    assert result.usage is not None
+    assert result.usage.method == "cuda_profiler"
+    assert result.usage.own_share is not None
+    assert result.usage.own_share > 0
+    assert result.env.gpu is not None
+
+
+@pytest.mark.gpu
+def test_a_cached_rebuild_is_fast_on_the_gpu_host() -> None:
+    problem = load_problem(REPO / "problems" / "selective_scan.yaml")
+    compile_kernel(problem, BASELINE.read_text())
+    again = compile_kernel(problem, BASELINE.read_text())
+    assert again.status == "ok"
+    assert again.cached
+    assert again.seconds < 2.0

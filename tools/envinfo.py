@@ -21,6 +21,9 @@ from tools.sandbox import HARNESS_ROOT, cache_root
 
 @functools.cache
 def harness_sha() -> str:
+    """The harness commit; where the tree has no .git (a copied tree), KERNEL_AGENT_HARNESS_SHA says it."""
+    if os.environ.get("KERNEL_AGENT_HARNESS_SHA"):
+        return os.environ["KERNEL_AGENT_HARNESS_SHA"]
     try:
         out = subprocess.run(
             ["git", "-C", str(HARNESS_ROOT), "rev-parse", "--short=12", "HEAD"],

@@ -407,9 +407,10 @@ def _evaluate(
     env: EnvInfo,
     flags: list[Flag],
     base: dict[str, Any],
+    refresh_reference: bool = False,
 ) -> BenchResult:
     refs = ReferenceTimes(problem, env)
-    plan = Plan.make(problem, job, master, refs)
+    plan = Plan.make(problem, job, master, refs, refresh_reference)
     truth = _run_truth(job, problem, plan)
     truth_msgs = {m["event"]: m for m in truth.messages}
     no_device = "no_device" in truth_msgs

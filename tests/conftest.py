@@ -16,6 +16,17 @@ TESTS = Path(__file__).resolve().parent
 os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--run",
+        action="store",
+        default=None,
+        metavar="RUN_DIR",
+        help="run folder whose best.py test_replay_best replays (default: $KERNEL_AGENT_REPLAY_RUN, then the "
+        "newest selective_scan run under runs/, then the shipped best solution)",
+    )
+
+
 def _cuda_available() -> bool:
     try:
         import torch

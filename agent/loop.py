@@ -168,6 +168,16 @@ def pending_tool_calls(messages: list[Message]) -> list[ToolCall]:
     return ModelReply(content=messages[-1]["content"], stop_reason="tool_use").tool_calls
 
 
+def best_so_far(record: BestRecord) -> BestSoFar:
+    return BestSoFar(
+        turn=record.turn,
+        kernel_path=record.kernel_path,
+        speedup=record.speedup,
+        median_ms=record.median_ms,
+        rse=record.rse,
+    )
+
+
 def beats(median_ms: float, rse: float, best: BestSoFar | None) -> bool:
     if best is None:
         return True
@@ -438,7 +448,8 @@ class Agent:
             result = self.evaluator.benchmark(self.problem, code)
             seconds = time.monotonic() - started
             self.state.tool_seconds += seconds
-            improved = self.consider_best(result, kernel_path)
+            new_best = self.better_best(result, kernel_path)
+            best = best_so_far(new_best) if new_best else self.state.best
             event = ToolCallEvent(
                 **base,
                 arguments=arguments,
@@ -446,40 +457,37 @@ class Agent:
                 status=result.status,
                 is_error=not result.correct,
                 result=result.model_dump(mode="json"),
-                summary=bench_text(result, self.state.best, improved),
+                summary=bench_text(result, best, new_best is not None),
                 seconds=seconds,
             )
+            self.record(event)  # the call first, then the new best it found
+            record_candidate(self.state, event)
+            if new_best:
+                self.set_best(new_best)
+            return event
         self.record(event)
         record_candidate(self.state, event)
         return event
 
-    def consider_best(self, result: BenchResult, kernel_path: str) -> bool:
+    def better_best(self, result: BenchResult, kernel_path: str) -> BestRecord | None:
+        """The record for a new best.py, if this result beats the best beyond the measured spread."""
         timing = result.primary_timing
         if not (result.correct and result.speedup is not None and timing and timing.candidate):
-            return False
+            return None
         stats = timing.candidate
         if not beats(stats.median_ms, stats.rse, self.state.best):
-            return False
-        self.set_best(
-            BestRecord(
-                turn=self.state.turn,
-                kernel_path=kernel_path,
-                speedup=result.speedup,
-                median_ms=stats.median_ms,
-                rse=stats.rse,
-                bench=result.model_dump(mode="json"),
-            )
+            return None
+        return BestRecord(
+            turn=self.state.turn,
+            kernel_path=kernel_path,
+            speedup=result.speedup,
+            median_ms=stats.median_ms,
+            rse=stats.rse,
+            bench=result.model_dump(mode="json"),
         )
-        return True
 
     def set_best(self, record: BestRecord) -> None:
-        self.state.best = BestSoFar(
-            turn=record.turn,
-            kernel_path=record.kernel_path,
-            speedup=record.speedup,
-            median_ms=record.median_ms,
-            rse=record.rse,
-        )
+        self.state.best = best_so_far(record)
         self.log.write_best(record)
         self.record(
             BestEvent(

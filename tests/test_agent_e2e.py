@@ -1,0 +1,191 @@
+"""`agent run` end to end on the CPU problem with the scripted playback: real C++ builds, real
+benchmarks, the run's files, `agent bench` agreeing with best.json, and Ctrl-C leaving nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agent.events import (
+    BestEvent,
+    BestRecord,
+    ModelCallEvent,
+    RunInfo,
+    RunSummary,
+    ToolCallEvent,
+    TurnEndEvent,
+)
+from agent.runlog import read_events
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+PROBLEM = "problems/selective_scan_cpu.yaml"
+
+
+def agent_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "agent.cli", *args]
+
+
+def child_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
+    env.setdefault("CUDA_HOME", "/usr/local/cuda-13.0")
+    env["COLUMNS"] = "120"
+    return env
+
+
+@pytest.fixture(scope="module")
+def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    runs = tmp_path_factory.mktemp("runs")
+    done = subprocess.run(
+        agent_cmd("run", PROBLEM, "--runs-dir", str(runs)),  # no key, no --model: the bundled playback
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    (run_dir,) = runs.iterdir()
+    return run_dir, done
+
+
+def test_scripted_run_writes_a_complete_log(
+    scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, done = scripted_run
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "scripted playback" in done.stderr
+    assert "ANTHROPIC_API_KEY is not set" in done.stderr
+
+    info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
+    assert info.scripted
+    assert info.provider == "scripted"
+    assert info.problem == "selective_scan_cpu"
+    assert info.environment.torch
+
+    events = read_events(run_dir)
+    calls = [e for e in events if isinstance(e, ModelCallEvent)]
+    assert len(calls) == 4  # three kernels, then the closing message
+    assert all(c.usage.total == 0 and c.cost_usd == 0 for c in calls)
+    tools = [e for e in events if isinstance(e, ToolCallEvent) and e.name == "benchmark"]
+    assert [t.kernel_path for t in tools] == ["kernels/001.py", "kernels/002.py", "kernels/003.py"]
+    assert all(t.status == "ok" for t in tools), [t.summary for t in tools]
+    trajectory = sorted((ROOT / "problems" / "selective_scan_cpu" / "trajectory").glob("*.py"))
+    for t, source in zip(tools, trajectory, strict=True):
+        assert (run_dir / str(t.kernel_path)).read_text() == source.read_text()
+    assert len([e for e in events if isinstance(e, TurnEndEvent)]) == 4
+    finals = [e for e in events if isinstance(e, BestEvent) and e.final]
+    assert len(finals) == 1
+
+    summary = RunSummary.model_validate_json((run_dir / "summary.json").read_text())
+    assert summary.exit_status == "Finished"
+    assert summary.scripted
+    assert summary.turns == 4
+    assert summary.cost_usd == 0
+    assert summary.usage.total == 0
+    assert summary.best_kernel == "best.py"
+    assert summary.best_speedup == finals[0].speedup
+    assert json.loads((run_dir / "heartbeat.json").read_text())["phase"] == "ended"
+
+
+def test_best_is_the_recheck_winner_and_is_faster_than_the_naive_kernel(
+    scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = scripted_run
+    best = BestRecord.model_validate_json((run_dir / "best.json").read_text())
+    assert best.final
+    assert (run_dir / "best.py").read_text() == (run_dir / best.kernel_path).read_text()
+    naive = next(
+        e
+        for e in read_events(run_dir)
+        if isinstance(e, ToolCallEvent) and e.kernel_path == "kernels/001.py" and e.name == "benchmark"
+    )
+    assert best.speedup > naive.result["speedup"]
+    assert best.kernel_path != "kernels/001.py"
+
+
+def test_agent_bench_agrees_with_best_json(
+    scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    run_dir, _ = scripted_run
+    best = BestRecord.model_validate_json((run_dir / "best.json").read_text())
+    done = subprocess.run(
+        agent_cmd("bench", PROBLEM, str(run_dir / "best.py"), "--json"),
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict = json.loads(done.stdout)
+    assert verdict["correct"] is True
+    assert verdict["kernel_hash"] == best.bench["kernel_hash"]
+    # timings move between runs; a verdict that disagrees by more than this is a real disagreement
+    assert verdict["speedup"] == pytest.approx(best.speedup, rel=0.4)
+
+
+def descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_stops_the_run_and_kills_its_processes(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        agent_cmd("run", PROBLEM, "--model", "scripted", "--runs-dir", str(tmp_path)),
+        cwd=ROOT,
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: set[int] = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        heartbeats = list(tmp_path.glob("*/heartbeat.json"))
+        phase = json.loads(heartbeats[0].read_text())["phase"] if heartbeats else ""
+        seen |= descendants(proc.pid)
+        if phase in ("compiling", "benchmarking") and len(descendants(proc.pid)) >= 2:
+            time.sleep(1.0)  # let the evaluator's children get going
+            seen |= descendants(proc.pid)
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    assert seen, "no evaluator process was running"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    (run_dir,) = tmp_path.iterdir()
+    summary = RunSummary.model_validate_json((run_dir / "summary.json").read_text())
+    assert summary.exit_status == "Interrupted"
+    time.sleep(1.0)
+    assert not [pid for pid in seen if alive(pid)], "orphaned evaluator processes"

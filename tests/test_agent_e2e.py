@@ -172,7 +172,7 @@ def test_ctrl_c_stops_the_run_and_kills_its_processes(tmp_path: Path) -> None:
         heartbeats = list(tmp_path.glob("*/heartbeat.json"))
         phase = json.loads(heartbeats[0].read_text())["phase"] if heartbeats else ""
         seen |= descendants(proc.pid)
-        if phase in ("compiling", "benchmarking") and len(descendants(proc.pid)) >= 2:
+        if phase in ("compiling", "benchmarking") and descendants(proc.pid):
             time.sleep(1.0)  # let the evaluator's children get going
             seen |= descendants(proc.pid)
             break

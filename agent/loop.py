@@ -428,6 +428,24 @@ class Agent:
             "kernel_path": kernel_path,
         }
         started = time.monotonic()
+        try:
+            return self.evaluate(call, code, base, arguments, kernel_path, started)
+        except Exception as exc:  # a harness fault is logged and told to the model, never a crash
+            seconds = time.monotonic() - started
+            self.state.tool_seconds += seconds
+            message = f"harness_error: the evaluator itself failed ({type(exc).__name__}: {exc}); not your kernel's fault"
+            self.record(ErrorEvent(turn=self.state.turn, where=f"tool {call.name}", message=message))
+            event = ToolCallEvent(
+                **base, arguments=arguments, kernel_path=kernel_path, status="harness_error",
+                is_error=True, summary=message, seconds=seconds,
+            )  # fmt: skip
+            self.record(event)
+            return event
+
+    def evaluate(
+        self, call: ToolCall, code: str, base: dict[str, Any], arguments: dict[str, Any], kernel_path: str,
+        started: float,
+    ) -> ToolCallEvent:  # fmt: skip
         if call.name == "compile_kernel":
             self.set_phase("compiling")
             compiled = self.evaluator.compile(self.problem, code)

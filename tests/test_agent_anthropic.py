@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from agent.cmd_run import new_agent, reopen_agent
-from agent.events import ModelCallEvent, RunConfig, RunSummary, ToolCallEvent, Usage
+from agent.events import ErrorEvent, ModelCallEvent, RunConfig, RunSummary, ToolCallEvent, Usage
 from agent.feedback import bounded_messages
 from agent.loop import MAX_TOKENS_NOTE, Agent
 from agent.providers.anthropic import AnthropicProvider
@@ -29,6 +29,7 @@ from agent.providers.base import ProviderError
 from agent.providers.pricing import PRICES, cost_usd
 from agent.runlog import read_events
 from tools.problem import Problem, load_problem
+from tools.results import CompileResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
@@ -460,3 +461,25 @@ def test_resume_after_kill_sends_the_request_the_run_would_have_sent(
     summary = RunSummary.model_validate_json((run_dir / "summary.json").read_text())
     assert summary.exit_status == "Finished"
     assert summary.turns == 2
+
+
+def test_a_harness_fault_is_logged_and_told_to_the_model_not_a_crash(
+    problem: Problem, tmp_path: Path
+) -> None:
+    def broken_compile(problem: Problem, code: str) -> CompileResult:
+        raise OSError("disk full while writing the job folder")
+
+    server = Server([broken_tool_use(1), end_turn()])
+    agent = make_agent(problem, provider(server), tmp_path)
+    agent.evaluator = agent.evaluator.model_copy(update={"compile": broken_compile})
+    outcome = agent.run()
+    assert outcome.status == "Finished"
+    events = read_events(agent.log.dir)
+    call = next(e for e in events if isinstance(e, ToolCallEvent))
+    assert call.status == "harness_error"
+    assert call.is_error
+    assert "disk full" in call.summary
+    assert any(isinstance(e, ErrorEvent) and "disk full" in e.message for e in events)
+    second_request = server.requests[1]["messages"][-1]["content"][0]
+    assert second_request["type"] == "tool_result"
+    assert second_request["is_error"] is True

@@ -97,8 +97,36 @@ def _language_notes(problem: Problem) -> str:
     return (
         "Build CUDA with torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., cuda_sources=..., "
         "functions=[...]). Each distinct source costs tens of seconds to build; an unchanged source is "
-        "served from cache. Check launch errors; the harness poisons outputs and re-checks them while timing."
+        "served from cache. Check launch errors; the harness poisons outputs and re-checks them while timing.\n"
+        "Builds are about twice as fast in the split form, because the torch headers are parsed once, by the "
+        "C++ binding, not by nvcc:\n" + SPLIT_FORM_TEMPLATE
     )
+
+
+# The split form (GUIDE §3): the .cu holds only kernels and a plain C launcher, so nvcc never parses the
+# torch headers; the tensor binding lives in cpp_sources.
+SPLIT_FORM_TEMPLATE = """```python
+CUDA_SRC = r\"\"\"
+#include <cuda_runtime.h>
+__global__ void my_kernel(const float* __restrict__ x, float* __restrict__ y, int n) { /* ... */ }
+void launch_my_kernel(const float* x, float* y, int n, cudaStream_t stream) {
+  my_kernel<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n);
+}
+\"\"\"
+CPP_SRC = r\"\"\"
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+void launch_my_kernel(const float* x, float* y, int n, cudaStream_t stream);
+torch::Tensor my_op(torch::Tensor x) {
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32);
+  auto y = torch::empty_like(x);
+  launch_my_kernel(x.data_ptr<float>(), y.data_ptr<float>(), (int)x.numel(), c10::cuda::getCurrentCUDAStream());
+  return y;
+}
+\"\"\"
+ext = load_inline(name="my_ext", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions=["my_op"],
+                  extra_cuda_cflags=["-O3"], no_implicit_headers=True)
+```"""
 
 
 def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
@@ -115,8 +143,15 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
         "forward takes the same inputs and returns the same output. Do not subclass or call `Model`, do not "
         "fall back to the reference, do not special-case the checker. " + _language_notes(problem),
         f"## Precision\n{spec.precision} in and out. Compared against float64 ground truth: every element "
-        f"within atol={tol.atol:g} + rtol={tol.rtol:g}*|truth| and relative L2 error <= {tol.rel_l2:g}. "
-        "Lower-precision arithmetic (TF32, fp16, bf16) will fail.",
+        f"within atol={tol.atol:g} + rtol={tol.rtol:g}*|truth| and relative L2 error <= {tol.rel_l2:g}"
+        + (
+            f"; on a case where the fp32 reference itself is further from the truth (a long recurrence), both "
+            f"bounds widen to {tol.calibration:g}x the reference's own error there"
+            if tol.calibration
+            else ""
+        )
+        + ". Lower-precision arithmetic (TF32, fp16, bf16) will fail; split-precision schemes that keep fp32 "
+        "accuracy (e.g. 3xTF32) are judged by their measured error like anything else.",
         f"## Library policy\n{spec.library_policy.summary.strip()}",
         "## Correctness cases (fresh random seed on every benchmark call)\n"
         + "\n".join(_case_line(c) for c in spec.correctness),

@@ -16,8 +16,10 @@ from typing import Any
 
 import torch
 
+from tools import guard
 from tools.compare import compare
 from tools.envinfo import collect_env
+from tools.integrity import HARNESS, text_hash
 from tools.jobs import Job, compile_result, describe_exit, kernel_hash, run_candidate
 from tools.problem import Problem, TimingShape
 from tools.refmod import derive_seed
@@ -31,7 +33,7 @@ from tools.results import (
     TimingStats,
 )
 from tools.sandbox import ChildOutcome, Deadline, cache_root, child_env, run_child
-from tools.static_checks import check_source
+from tools.static_checks import RULES, check_source
 
 FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
 
@@ -86,6 +88,22 @@ class Plan:
             "timing": [{k: t[k] for k in keep if k in t} for t in self.timing],
         }
 
+    def secrets(self, master: int) -> list[str]:
+        """Values that must never reach the candidate (short user-given seeds are not checkable as text)."""
+        values = [str(master)] + [str(item["seed"]) for item in self.cases + self.timing]
+        return [v for v in values if len(v) >= 8]
+
+    def take_truth(self) -> dict[str, Any]:
+        """Truth moves into the parent's memory and off the disk before the candidate starts: a process
+        of the same user could read any file, but it cannot see this one (its own PID namespace)."""
+        truths: dict[str, Any] = {}
+        for item in self.cases + self.timing:
+            path = Path(item["truth_path"])
+            if path.is_file():
+                truths[item["name"]] = torch.load(path, weights_only=True)
+                path.unlink()
+        return truths
+
     def attach_reference_errors(self, truth_messages: list[dict[str, Any]]) -> None:
         """The fp32 reference's own error per case/set, which widens the tolerance where honest fp32 drifts."""
         by_name = {(m["event"], m.get("name")): m for m in truth_messages}
@@ -123,6 +141,7 @@ class Verdicts:
 
     problem: Problem
     plan: Plan
+    truths: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, CaseResult] = field(default_factory=dict)
     flags: dict[str, Flag] = field(default_factory=dict)
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -141,7 +160,15 @@ class Verdicts:
             self.failures[f"{msg.get('kind')}:{msg.get('name')}"] = msg
         elif event == "cases_done":
             return "time" if self.all_cases_pass() else "stop"
+        elif event == "violation":
+            self._violation(msg)
         return None
+
+    def _violation(self, msg: dict[str, Any]) -> None:
+        """The runtime guard's report; only the flag names the guard can give are accepted from the child."""
+        name = str(msg.get("flag"))
+        if name in guard.FLAG_FOR.values():
+            self.flag(name, f"{RULES[name].explanation} (seen at run time: {str(msg.get('detail'))[:200]})")
 
     def _judge_case(self, msg: dict[str, Any]) -> None:
         item = next((c for c in self.plan.cases if c["name"] == msg.get("name")), None)
@@ -150,7 +177,7 @@ class Verdicts:
         self._note_guards(msg)
         try:
             out = torch.load(item["out_path"], weights_only=True)
-            truth = torch.load(item["truth_path"], weights_only=True)
+            truth = self.truths[item["name"]]
         except Exception as exc:
             self.cases[item["name"]] = CaseResult(
                 name=item["name"], status="error", message=f"unreadable output: {exc}"
@@ -192,7 +219,7 @@ def _run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     path.write_text(json.dumps(request))
     workdir = job.private / "truth_work"
     workdir.mkdir()
-    env = child_env(workdir)
+    env = child_env(workdir, harness=job.harness)
     deadline = Deadline(problem.spec.limits.eval_timeout_s)
     return run_child("tools.worker_truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 
@@ -262,6 +289,12 @@ def _timing_results(
             continue
         st.candidate = _stats(msg.get("stats"))
         st.rechecked = _recheck(verdicts, item, problem)
+        if msg.get("inconsistent"):
+            verdicts.flag(
+                "timed_output_mismatch",
+                f"{shape.name}: {msg['inconsistent']} of {msg.get('checked')} timed calls returned an output that "
+                "differs from the output for the same inputs earlier: results cached by pointer, id or shape",
+            )
         verdicts._note_guards(msg)
         _timing_guards(verdicts, shape, st)
         if msg.get("usage"):
@@ -275,7 +308,7 @@ def _timing_results(
 def _recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[CaseResult]:
     try:
         outs = torch.load(item["out_path"], weights_only=True)
-        truths = torch.load(item["truth_path"], weights_only=True)
+        truths = verdicts.truths[item["name"]]
     except Exception as exc:
         return [
             CaseResult(name=f"{item['name']}/timed", status="error", message=f"unreadable outputs: {exc}")
@@ -395,6 +428,7 @@ def benchmark(
         )
     with Job.create(kernel_code) as job:
         result = _evaluate(problem, kernel_code, job, master, env, flags, base, refresh_reference)
+    result.notices += _integrity_notices(problem)
     result.seconds = time.monotonic() - start
     return result
 
@@ -432,15 +466,19 @@ def _evaluate(
         )  # fmt: skip
     ref_msgs = {m["name"]: m.get("reference") for m in truth.messages if m["event"] == "timing_ready"}
     plan.attach_reference_errors(truth.messages)
-    verdicts = Verdicts(problem=problem, plan=plan)
+    verdicts = Verdicts(problem=problem, plan=plan, truths=plan.take_truth())
     for f in flags:
         verdicts.flags[f.name] = f
+    watched = {problem.reference_path: text_hash(problem.reference_source)}
+    changed_before = set(HARNESS.changed(watched))
     outcome = run_candidate(
-        job,
-        problem,
-        {"mode": "bench", "cases": plan.cases, "timing": plan.timing},
-        on_message=verdicts.handle,
+        job, problem, plan.candidate_request(), on_message=verdicts.handle, secrets=plan.secrets(master)
     )
+    if tampered := sorted(set(HARNESS.changed(watched)) - changed_before):
+        verdicts.flag(
+            "harness_tampering",
+            f"{RULES['harness_tampering'].explanation} (changed while it ran: {', '.join(tampered)[:300]})",
+        )
     comp = compile_result(outcome, base["kernel_hash"])
     if outcome.handler_errors:
         return BenchResult(
@@ -475,6 +513,17 @@ def _evaluate(
     )
     result.message = _failure_lead(status, outcome, verdicts) + _summary(result, problem)
     return result
+
+
+def _integrity_notices(problem: Problem) -> list[str]:
+    """Harness or reference files that differ on disk from what this process read at load time."""
+    changed = HARNESS.changed({problem.reference_path: text_hash(problem.reference_source)})
+    if not changed:
+        return []
+    return [
+        f"files changed on disk since the harness loaded them (no effect: evaluations use the copies read at "
+        f"load time): {', '.join(changed)[:400]}"
+    ]
 
 
 def _failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str:

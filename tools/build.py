@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
+from tools import guard
 from tools.results import BuildInfo, Diagnostic, KernelResources
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
@@ -234,7 +236,40 @@ class CountingModule:
         return attr
 
 
+def ninja_wrapper(real: str, limit_kb: int) -> str:
+    """A `ninja` that caps the address space of itself and every compiler it starts (inherited rlimit):
+    set around the build only, since the worker itself maps far more virtual memory (torch, CUDA)."""
+    return f'#!/bin/sh\nulimit -v {limit_kb} || exit 1\nexec "{real}" "$@"\n'
+
+
+@contextlib.contextmanager
+def compile_limits() -> Iterator[None]:
+    """Put the memory-capped ninja first on PATH for the duration of one build."""
+    gb = float(os.environ.get("KERNEL_AGENT_COMPILE_MEMORY_GB") or 0)
+    real = shutil.which("ninja")
+    if gb <= 0 or real is None:
+        yield
+        return
+    bindir = Path(tempfile.mkdtemp(prefix="ninja-limit-"))
+    script = bindir / "ninja"
+    script.write_text(ninja_wrapper(real, int(gb * (1 << 20))))
+    script.chmod(0o755)
+    saved = os.environ.get("PATH", "")
+    os.environ["PATH"] = f"{bindir}{os.pathsep}{saved}"
+    try:
+        yield
+    finally:
+        os.environ["PATH"] = saved
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
 def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
+    """The candidate's load_inline: the only place its process may spawn compilers or write the cache."""
+    with guard.building():
+        return _load_inline(*args, **kwargs)
+
+
+def _load_inline(*args: Any, **kwargs: Any) -> Any:
     bound = _SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
     call = dict(bound.arguments)
@@ -274,11 +309,13 @@ def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
 
 
 def _build_fresh(call: dict[str, Any], key: str, cache: Path, final: Path, start: float) -> Any:
-    tmp = cache / ".tmp" / f"{call['name']}-{key}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    # Named after the job: if the build is killed, the parent removes this folder (see jobs.sweep_build_tmp).
+    job = os.environ.get("KERNEL_AGENT_JOB", "nojob")
+    tmp = cache / ".tmp" / f"{call['name']}-{key}-{job}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     log_path = tmp / LOG_NAME
     try:
-        with _stdout_to(log_path):
+        with _stdout_to(log_path), compile_limits():
             module = _ORIGINAL_LOAD_INLINE(**{**call, "build_directory": str(tmp), "verbose": True})
     except Exception as exc:
         log = log_path.read_text(errors="replace") if log_path.exists() else ""

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+from tools import isolation
 from tools.problem import Problem
 from tools.results import EnvInfo
 from tools.sandbox import HARNESS_ROOT, cache_root
@@ -75,6 +76,7 @@ def collect_env(problem: Problem) -> EnvInfo:
         if smi
         else None,
         device=problem.spec.device,
+        isolation=isolation.mode(),
     )
 
 

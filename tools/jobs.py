@@ -3,7 +3,8 @@
 Layout of a job (a fresh temporary folder, removed afterwards):
   work/     the candidate's working dir: kernel.py, request.json, its outputs
   shared/   inputs and weights written by the truth worker for the candidate to read
-  private/  truth (float64), mode 0700; read by the parent only
+  private/  truth (float64), mode 0700; read by the parent, and removed before the candidate starts
+  harness/  the harness package as read at load time (tools.integrity); workers import it from here
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ import hashlib
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import isolation
+from tools.integrity import HARNESS
 from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
 from tools.sandbox import ChildOutcome, Deadline, MessageHandler, cache_root, child_env, run_child
@@ -28,6 +33,7 @@ def kernel_hash(kernel_code: str) -> str:
 @dataclass
 class Job:
     root: Path
+    token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # marks its processes and builds
 
     @classmethod
     def create(cls, kernel_code: str) -> Job:
@@ -36,7 +42,12 @@ class Job:
             (root / sub).mkdir()
         (root / "private").chmod(0o700)
         (root / "work" / "kernel.py").write_text(kernel_code)
+        HARNESS.write_package(root / "harness")
         return cls(root)
+
+    @property
+    def harness(self) -> Path:
+        return self.root / "harness"
 
     @property
     def work(self) -> Path:
@@ -66,10 +77,33 @@ def build_cache_dir() -> Path:
     return path
 
 
+def sweep_build_tmp(job: Job) -> None:
+    """A build killed mid-way (deadline, crash) leaves its private folder: remove it, never a lock."""
+    tmp = build_cache_dir() / ".tmp"
+    for path in tmp.glob(f"*-{job.token}-*") if tmp.is_dir() else []:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _check_no_secrets(env: dict[str, str], request: dict[str, Any], secrets: Iterable[str]) -> None:
+    """Seeds never reach the candidate: a harness bug that leaked one must stop the evaluation."""
+    blob = json.dumps(request) + "\0".join(f"{k}={v}" for k, v in env.items())
+    leaked = [s for s in secrets if s and s in blob]
+    if leaked:
+        raise RuntimeError(f"harness bug: {len(leaked)} secret value(s) would reach the candidate's process")
+
+
 def run_candidate(
-    job: Job, problem: Problem, request: dict[str, Any], on_message: MessageHandler | None = None
+    job: Job,
+    problem: Problem,
+    request: dict[str, Any],
+    on_message: MessageHandler | None = None,
+    secrets: Iterable[str] = (),
 ) -> ChildOutcome:
-    """The candidate worker: compile budget until it reports its import, then the evaluation budget."""
+    """The candidate worker: compile budget until it reports its import, then the evaluation budget.
+
+    It runs contained (tools.isolation), from the job's harness snapshot, with the runtime guard's policy
+    in its request and a memory cap on its compiles; afterwards its processes and partial builds are gone.
+    """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
 
@@ -78,17 +112,28 @@ def run_candidate(
             deadline.extend_to(limits.eval_timeout_s)
         return on_message(msg) if on_message else None
 
+    request = {"device": problem.spec.device, "secret_dirs": [str(job.private)], **request}
+    extra = {
+        "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
+        "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
+        isolation.MARKER_ENV: job.token,
+    }
+    env = child_env(job.work, extra, harness=job.harness)
+    _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
-    request_path.write_text(json.dumps({"device": problem.spec.device, **request}))
-    env = child_env(job.work, {"KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir())})
-    return run_child(
-        "tools.worker_candidate",
-        [str(request_path)],
-        cwd=job.work,
-        env=env,
-        deadline=deadline,
-        on_message=handle,
-    )
+    request_path.write_text(json.dumps(request))
+    try:
+        return run_child(
+            "tools.worker_candidate",
+            [str(request_path)],
+            cwd=job.work,
+            env=env,
+            deadline=deadline,
+            on_message=handle,
+            isolate=True,
+        )
+    finally:
+        sweep_build_tmp(job)
 
 
 def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
@@ -98,6 +143,11 @@ def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
 def describe_exit(outcome: ChildOutcome) -> str:
     if outcome.timed_out:
         return f"timed out after {outcome.seconds:.0f} s (the whole process group was killed)"
+    if outcome.signal_name == "SIGKILL":
+        return (
+            "the process died of SIGKILL (sent by the candidate to itself, its parent or its process group, "
+            "or by the kernel's out-of-memory killer); the harness is unaffected"
+        )
     if outcome.signal_name:
         return f"the process died of {outcome.signal_name}"
     return f"the process exited with code {outcome.returncode}"

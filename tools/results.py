@@ -145,6 +145,9 @@ class EnvInfo(Model):
     gpu: str | None = None
     gpu_clocks: str | None = None
     device: str = ""
+    isolation: str = Field(
+        "", description="how candidate workers were contained: pid_namespace or process_group"
+    )
 
 
 class BenchResult(Model):
@@ -165,6 +168,9 @@ class BenchResult(Model):
     env: EnvInfo = Field(default_factory=EnvInfo)
     seconds: float = 0.0
     output: str = ""
+    notices: list[str] = Field(
+        default_factory=list, description="harness facts worth knowing that do not judge the candidate"
+    )
 
     @property
     def primary_timing(self) -> ShapeTiming | None:

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import isolation
+
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 
 # Only these reach a candidate: no API keys, tokens or credentials ever do.
@@ -92,7 +94,11 @@ def _gpu_arch() -> str | None:
     return first or None
 
 
-def child_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+def child_env(
+    workdir: Path, extra: dict[str, str] | None = None, *, harness: Path | None = None
+) -> dict[str, str]:
+    """The child's whole environment: the allowlist, its own HOME/TMPDIR, and the harness on its path
+    (`harness`: the job's snapshot of the harness package, so files changed on disk later have no effect)."""
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     cuda_home = _cuda_home()
     if cuda_home:
@@ -105,7 +111,7 @@ def child_env(workdir: Path, extra: dict[str, str] | None = None) -> dict[str, s
         TMPDIR=str(workdir / "tmp"),
         # The harness's own import path (e.g. wheels unpacked beside the image's Python): no secrets in it.
         PYTHONPATH=os.pathsep.join(
-            [str(HARNESS_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+            [str(harness or HARNESS_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
         ),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
@@ -155,6 +161,8 @@ class ChildOutcome:
     output_bytes: int = 0
     bad_messages: int = 0
     handler_errors: list[str] = field(default_factory=list)
+    isolation: str = ""
+    swept: list[int] = field(default_factory=list)
 
     @property
     def signal_name(self) -> str | None:
@@ -204,7 +212,8 @@ def kill_group(pgid: int) -> None:
 
 
 def kill_all_children() -> None:
-    """Kill every live candidate/truth process group (Ctrl-C, shutdown)."""
+    """Kill every live candidate/truth process group (Ctrl-C, shutdown); a worker in a PID namespace
+    takes its whole namespace with it."""
     with _live_lock:
         groups = list(_live_groups)
     for pgid in groups:
@@ -236,14 +245,20 @@ def run_child(
     env: dict[str, str],
     deadline: Deadline,
     on_message: MessageHandler | None = None,
+    isolate: bool = False,
 ) -> ChildOutcome:
     """Run `python -m module ARGS CHANNEL_FD` in its own session; kill the group at the deadline.
 
     `on_message` sees each message as it arrives; a string it returns is written to the child's stdin
-    as one line (the parent's decisions, e.g. whether to go on to timing).
+    as one line (the parent's decisions, e.g. whether to go on to timing). `isolate` (untrusted code)
+    runs it in a PID namespace where the machine allows, and afterwards sweeps any process left carrying
+    the job marker of `env` (see tools/isolation.py).
     """
     read_fd, write_fd = os.pipe()
     cmd = [sys.executable, "-m", module, *args, str(write_fd)]
+    how = isolation.mode() if isolate else ""
+    if isolate:
+        cmd = isolation.wrap(cmd)
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -291,6 +306,7 @@ def run_child(
         proc.wait()
         with _live_lock:
             _live_groups.discard(proc.pid)
+    swept = isolation.sweep(env[isolation.MARKER_ENV]) if isolation.MARKER_ENV in env else []
     for t in readers:
         t.join(timeout=5)
     return ChildOutcome(
@@ -302,6 +318,8 @@ def run_child(
         output_bytes=output.total,
         bad_messages=len(bad),
         handler_errors=handler_errors,
+        isolation=how,
+        swept=swept,
     )
 
 

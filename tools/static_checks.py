@@ -1,7 +1,10 @@
 """Rules read from the candidate's source before it runs. Each flag has a name and a line the author can act on.
 
 These are the first line of defence; runtime guards back them (the reference never enters the candidate's
-process, outputs are poisoned, inputs are compared, timers are checked).
+process, outputs are poisoned, inputs are compared, timers are checked, tools.guard audits opens,
+subprocesses, sockets and signals). Names are resolved through aliases (`import inspect as i`,
+`from sys import _getframe as g`), `getattr(mod, "name")` and `sys.modules["name"]`; dynamic code
+(`exec`, `eval`, `__import__`, `importlib`) is its own flag, since it would hide everything else.
 """
 
 from __future__ import annotations
@@ -20,14 +23,16 @@ class Rule:
 
 RULES = {
     "imports_reference": Rule(
-        "imports_reference", "do not import the reference module; ModelNew must compute the result itself"
+        "imports_reference",
+        "do not import the reference or the harness; ModelNew must compute the result itself",
     ),
     "subclasses_reference": Rule(
         "subclasses_reference", "ModelNew must not subclass the reference Model; subclass torch.nn.Module"
     ),
     "frame_introspection": Rule(
         "frame_introspection",
-        "no frame or stack introspection (inspect.stack, sys._getframe, …): a call must not depend on who calls it",
+        "no frame or stack introspection (inspect.stack, sys._getframe, f_back, …): a call must not depend on who "
+        "calls it",
     ),
     "gc_scanning": Rule(
         "gc_scanning", "no gc.get_objects/get_referrers: the candidate may only use its own inputs"
@@ -36,6 +41,13 @@ RULES = {
         "spawns_workers",
         "no threads, processes or subprocesses from Python (OpenMP inside your kernel is fine): work must finish "
         "inside the call",
+    ),
+    "signals_processes": Rule(
+        "signals_processes", "no signals to processes (os.kill, os.killpg, …): leave other processes alone"
+    ),
+    "dynamic_code": Rule(
+        "dynamic_code",
+        "no exec/eval/compile/__import__/importlib: every line that runs must be visible in kernel_code",
     ),
     "try_fallback": Rule(
         "try_fallback",
@@ -47,20 +59,73 @@ RULES = {
         "this problem is fp32: do not enable TF32 (allow_tf32 / set_float32_matmul_precision); the harness resets "
         "these flags before every call anyway",
     ),
+    # Raised at run time (tools.guard, tools.integrity), named here so every flag has one explanation.
+    "forbidden_file_access": Rule(
+        "forbidden_file_access",
+        "file access outside the sandbox: write only in the working dir, never read the harness's private files",
+    ),
+    "forbidden_subprocess": Rule(
+        "forbidden_subprocess",
+        "started a process outside load_inline's own build: all work must happen inside forward, in this process",
+    ),
+    "forbidden_network": Rule("forbidden_network", "opened a socket: candidates have no network access"),
+    "harness_tampering": Rule(
+        "harness_tampering",
+        "harness or reference files changed on disk while the candidate ran: do not touch them",
+    ),
 }
 
-_SPAWNING = {"threading", "multiprocessing", "subprocess", "concurrent", "_thread", "asyncio"}
-_SPAWN_CALLS = {"fork", "forkpty", "system", "popen", "spawnl", "spawnv", "posix_spawn", "execv", "execve"}
-_INTROSPECTION = {
-    "stack",
-    "currentframe",
-    "getouterframes",
-    "_getframe",
-    "getframeinfo",
-    "trace",
-    "settrace",
-    "setprofile",
+_FORBIDDEN_ROOTS = {
+    "reference": "imports_reference",
+    "tools": "imports_reference",
+    "agent": "imports_reference",
 }
+_FORBIDDEN_ROOTS |= dict.fromkeys(
+    ("threading", "multiprocessing", "subprocess", "concurrent", "_thread", "asyncio", "pty"),
+    "spawns_workers",
+)
+_FORBIDDEN_ROOTS |= {"gc": "gc_scanning", "builtins": "dynamic_code"}
+_FORBIDDEN_ROOTS |= {"signal": "signals_processes"}
+
+_QUALIFIED = {
+    **dict.fromkeys(
+        ("inspect.stack", "inspect.currentframe", "inspect.getouterframes", "inspect.getframeinfo",
+         "inspect.trace", "inspect.getinnerframes", "sys._getframe", "sys.settrace", "sys.setprofile",
+         "sys._current_frames", "traceback.extract_stack", "traceback.walk_stack", "traceback.format_stack",
+         "traceback.print_stack"),
+        "frame_introspection",
+    ),
+    **dict.fromkeys(
+        ("os.fork", "os.forkpty", "os.system", "os.popen", "os.spawnl", "os.spawnv", "os.spawnlp", "os.spawnvp",
+         "os.posix_spawn", "os.posix_spawnp", "os.execv", "os.execve", "os.execvp", "os.execl", "os.setsid",
+         "os.setpgid", "os.setpgrp", "os.daemon"),
+        "spawns_workers",
+    ),
+    "os.kill": "signals_processes",
+    "os.killpg": "signals_processes",
+    "sys.modules": None,  # resolved through its subscript
+}  # fmt: skip
+# Attribute names that are only ever used for these purposes, on whatever object (or as getattr strings).
+_ANY_ATTR = {
+    **dict.fromkeys(("get_objects", "get_referrers", "get_referents"), "gc_scanning"),
+    **dict.fromkeys(
+        (
+            "_getframe",
+            "f_back",
+            "tb_frame",
+            "gi_frame",
+            "cr_frame",
+            "f_locals",
+            "_current_frames",
+            "settrace",
+        ),
+        "frame_introspection",
+    ),
+    "allow_tf32": "tf32_enabled",
+    # importlib itself is fine (find_spec locates headers); running a module it found is not.
+    **dict.fromkeys(("import_module", "exec_module", "load_module", "reload"), "dynamic_code"),
+}
+_DYNAMIC_BUILTINS = {"exec", "eval", "compile", "__import__", "__builtins__"}
 
 
 def _flag(name: str, line: int | None = None) -> Flag:
@@ -69,21 +134,88 @@ def _flag(name: str, line: int | None = None) -> Flag:
     return Flag(name=name, message=f"{rule.explanation}{where}")
 
 
-def _imported_names(node: ast.AST) -> list[str]:
-    if isinstance(node, ast.Import):
-        return [a.name for a in node.names]
-    if isinstance(node, ast.ImportFrom):
-        return [node.module or ""]
-    return []
-
-
 def _forward_has_try(cls: ast.ClassDef) -> int | None:
     for fn in cls.body:
         if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
             for node in ast.walk(fn):
-                if isinstance(node, ast.Try) and node.handlers:
+                if isinstance(node, ast.Try | ast.TryStar) and node.handlers:
                     return node.lineno
+                if isinstance(node, ast.Attribute) and node.attr == "suppress":
+                    return node.lineno  # contextlib.suppress is a try/except too
     return None
+
+
+class _Checker(ast.NodeVisitor):
+    """One pass over the tree; `aliases` maps a local name to the dotted name it was imported as."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.found: dict[str, Flag] = {}
+
+    def add(self, name: str | None, line: int | None) -> None:
+        if name:
+            self.found.setdefault(name, _flag(name, line))
+
+    def _module(self, dotted: str, line: int) -> None:
+        self.add(_FORBIDDEN_ROOTS.get(dotted.split(".")[0]), line)
+        self.add(_QUALIFIED.get(dotted), line)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        """No recursion: check_source walks every node itself."""
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """The dotted name an expression stands for, when it starts from an imported name."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr}" if base else None
+        if isinstance(node, ast.Subscript) and self.resolve(node.value) == "sys.modules":
+            key = node.slice
+            return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        return None
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for a in node.names:
+            self.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            self._module(a.name, node.lineno)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        mod = node.module or ""
+        self._module(mod, node.lineno)
+        for a in node.names:
+            self.aliases[a.asname or a.name] = f"{mod}.{a.name}"
+            self._module(f"{mod}.{a.name}", node.lineno)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        self.add(_ANY_ATTR.get(node.attr), node.lineno)
+        if dotted := self.resolve(node):
+            self._module(dotted, node.lineno)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if dotted := self.resolve(node):
+            self._module(dotted, node.lineno)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if node.id in _DYNAMIC_BUILTINS and node.id not in self.aliases:
+            self.add("dynamic_code", node.lineno)
+        elif node.id in self.aliases:
+            self._module(self.aliases[node.id], node.lineno)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if (
+            isinstance(func, ast.Name)
+            and func.id in {"getattr", "setattr", "hasattr", "delattr"}
+            and node.args
+        ):
+            name = node.args[1] if len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                self.add(_ANY_ATTR.get(name.value), node.lineno)
+                if base := self.resolve(node.args[0]):
+                    self._module(f"{base}.{name.value}", node.lineno)
+        if isinstance(func, ast.Attribute) and func.attr == "set_float32_matmul_precision":
+            self.add("tf32_enabled", node.lineno)
 
 
 def check_source(source: str) -> tuple[list[Flag], str | None]:
@@ -92,46 +224,23 @@ def check_source(source: str) -> tuple[list[Flag], str | None]:
         tree = ast.parse(source, filename="kernel.py")
     except SyntaxError as exc:
         return [], f"kernel.py line {exc.lineno}: {exc.msg}"
-    found: dict[str, Flag] = {}
-
-    def add(name: str, line: int | None) -> None:
-        found.setdefault(name, _flag(name, line))
-
+    checker = _Checker()
+    # Imports first, wherever they are, so an alias bound late in the file still resolves.
     for node in ast.walk(tree):
-        for mod in _imported_names(node):
-            root = mod.split(".")[0]
-            if root in {"reference", "tools", "agent"}:
-                add("imports_reference", node.lineno)
-            if root in _SPAWNING:
-                add("spawns_workers", node.lineno)
-            if root == "gc":
-                add("gc_scanning", node.lineno)
-        if isinstance(node, ast.Attribute):
-            if (
-                node.attr in _INTROSPECTION
-                and isinstance(node.value, ast.Name)
-                and node.value.id in {"inspect", "sys"}
-            ):
-                add("frame_introspection", node.lineno)
-            if node.attr in _SPAWN_CALLS and isinstance(node.value, ast.Name) and node.value.id == "os":
-                add("spawns_workers", node.lineno)
-            if node.attr in {"get_objects", "get_referrers", "get_referents"}:
-                add("gc_scanning", node.lineno)
-            if node.attr == "allow_tf32":
-                add("tf32_enabled", node.lineno)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr == "set_float32_matmul_precision":
-                add("tf32_enabled", node.lineno)
-        if isinstance(node, ast.Name) and node.id in {"__import__"}:
-            add("imports_reference", node.lineno)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            checker.visit(node)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Import | ast.ImportFrom):
+            checker.visit(node)
     classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
     model_new = classes.get("ModelNew")
     if model_new is None:
-        add("no_model_new", None)
+        checker.add("no_model_new", None)
     else:
         for base in model_new.bases:
-            if isinstance(base, ast.Name) and base.id in {"Model"} and "Model" not in classes:
-                add("subclasses_reference", model_new.lineno)
+            named = base.id if isinstance(base, ast.Name) else None
+            if (named == "Model" or checker.resolve(base) == "reference.Model") and "Model" not in classes:
+                checker.add("subclasses_reference", model_new.lineno)
         if line := _forward_has_try(model_new):
-            add("try_fallback", line)
-    return list(found.values()), None
+            checker.add("try_fallback", line)
+    return list(checker.found.values()), None

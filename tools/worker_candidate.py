@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import importlib.util
 import json
+import os
+import random
 import sys
 import time
 import traceback
@@ -18,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tools import build
+from tools import build, guard
 from tools.sandbox import Channel
 from tools.timing import measure
 from tools.worker_truth import reset_backend_flags
@@ -31,6 +33,11 @@ TIMERS = {
     "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
 }
+
+
+# Which input set each timed call gets: drawn from the OS before the candidate exists, so the order cannot
+# be predicted and a cache that aliases on recycled pointers or ids hands back another set's output.
+SET_ORDER = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
 class CandidateError(Exception):
@@ -99,9 +106,10 @@ def make_model(cls: type, init_inputs: list[Any], state_dict: dict[str, torch.Te
 class Caller:
     """Runs one forward on fresh storage, with the allocator poisoned and inputs checked for mutation."""
 
-    def __init__(self, model: Any, device: str, out_shape: list[int]) -> None:
+    def __init__(self, model: Any, device: str, out_shape: list[int], keep: int = 2) -> None:
         self.model, self.device, self.out_shape = model, device, out_shape
-        self._keep: collections.deque[list[Any]] = collections.deque(maxlen=2)  # new pointers every call
+        # Earlier calls' inputs stay alive, so no data_ptr or id recurs while they do.
+        self._keep: collections.deque[list[Any]] = collections.deque(maxlen=keep)
         self.mutated = False
         self.calls = 0
 
@@ -126,6 +134,41 @@ class Caller:
         for a, p in zip(args, pristine, strict=True):
             if isinstance(a, torch.Tensor) and not torch.equal(a, p):
                 self.mutated = True
+
+
+KEEP_BYTES = 2 << 30  # inputs of past timed calls kept alive per shape, at most
+
+
+def keep_alive(inputs: list[Any], cfg: dict[str, Any]) -> int:
+    """How many calls' inputs to keep: all of a shape's timed calls where that fits in KEEP_BYTES."""
+    size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)) or 1
+    calls = int(cfg.get("warmup", 0)) + int(cfg.get("max_iters", 100)) + 1
+    return max(2, min(calls, KEEP_BYTES // size))
+
+
+class Consistency:
+    """Every timed output against a copy of the first output for the same input set (outside the clock):
+    the parent re-checks one output per set against truth, this covers all the others."""
+
+    def __init__(self) -> None:
+        self.first: dict[int, torch.Tensor] = {}
+        self.checked = 0
+        self.inconsistent = 0
+
+    def check(self, k: int, out: Any) -> None:
+        if not isinstance(out, torch.Tensor):
+            return  # check_output reports it
+        out = out.detach()
+        ref = self.first.get(k)
+        if ref is None:
+            self.first[k] = out.clone()
+            return
+        self.checked += 1
+        same = out.shape == ref.shape and out.dtype == ref.dtype
+        if same:
+            diff = float(torch.linalg.vector_norm((out - ref).double()))
+            same = diff <= 1e-4 * float(torch.linalg.vector_norm(ref.double())) + 1e-6
+        self.inconsistent += not same
 
 
 def check_output(out: Any) -> torch.Tensor:
@@ -161,13 +204,18 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
 def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -> None:
     data = torch.load(item["data_path"], weights_only=True)
     model = make_model(cls, data["init_inputs"], data["state_dict"], device)
-    caller = Caller(model, device, data["out_shape"])
+    caller = Caller(model, device, data["out_shape"], keep=keep_alive(data["sets"][0], item["cfg"]))
     sets = [[t.to(device) if isinstance(t, torch.Tensor) else t for t in s] for s in data["sets"]]
     last_out: dict[int, torch.Tensor] = {}
-    current: dict[str, Any] = {}
+    current: dict[str, Any] = {"n": 0}
+    consistency = Consistency()
 
     def prepare(i: int) -> None:
-        k = i % len(sets)
+        if "k" in current:
+            consistency.check(current["k"], last_out[current["k"]])
+        # Every set once first (each is re-checked against truth), then a random order.
+        k = current["n"] if current["n"] < len(sets) else SET_ORDER.randrange(len(sets))
+        current["n"] += 1
         current["k"], current["args"] = k, caller.fresh_args(sets[k])
         caller.poison()
 
@@ -179,6 +227,7 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
     samples = measure(call, prepare, device=device, **item["cfg"])
     if device == "cuda":
         torch.cuda.synchronize()
+    consistency.check(current["k"], last_out[current["k"]])
     caller.check_inputs(current["args"], sets[current["k"]])
     outs = [check_output(last_out[k]).detach().to("cpu", copy=True) for k in sorted(last_out)]
     torch.save(outs, item["out_path"])
@@ -190,6 +239,8 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         host_ms=samples.host_ms,
         device_ms=samples.device_ms,
         calls=caller.calls,
+        inconsistent=consistency.inconsistent,
+        checked=consistency.checked,
         mutated=caller.mutated,
         timers=tampered_timers(),
         usage=usage,
@@ -271,12 +322,24 @@ def import_phase(channel: Channel) -> Any:
     return module
 
 
+def install_guard(req: dict[str, Any], channel: Channel) -> None:
+    """The audit hook goes in last, just before the candidate's code first runs (its import)."""
+    cache = Path(os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home())
+    policy = guard.Guard(Path.cwd(), [Path(p) for p in req.get("secret_dirs", [])], cache)
+
+    def report(kind: str, detail: str) -> None:
+        channel.send("violation", kind=kind, flag=guard.FLAG_FOR[kind], detail=detail)
+
+    guard.install(policy, report)
+
+
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
     req = json.loads(Path(request_path).read_text())
     device = req["device"]
     reset_backend_flags()
     build.install()
+    install_guard(req, channel)
     module = import_phase(channel)
     if module is None or req["mode"] == "compile":
         return 0

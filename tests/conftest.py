@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with: pytest -m gpu)")
     for item in items:
-        if "gpu" in item.keywords:
+        if item.get_closest_marker("gpu") is not None:  # the marker, not a folder that happens to be named gpu/
             item.add_marker(skip)
 
 

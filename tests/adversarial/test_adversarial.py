@@ -18,6 +18,7 @@ from tests.candidates import scan_variants as v
 from tools import build, isolation
 from tools.benchmark import benchmark
 from tools.integrity import Snapshot
+from tools.jobs import _check_no_secrets
 from tools.problem import Problem, load_problem
 from tools.refmod import derive_seed
 from tools.static_checks import check_source
@@ -132,6 +133,15 @@ def test_no_seed_reaches_the_candidate(tiny: Problem) -> None:
     for secret in [str(master)] + [str(derive_seed(master, n)) for n in names]:
         assert secret not in result.output
     assert "truth" not in result.output.split("REQUEST", 1)[1].split("FILES", 1)[0]
+
+
+def test_a_leaked_seed_stops_the_evaluation_before_the_candidate_starts() -> None:
+    secret = "918273645546372819"
+    _check_no_secrets({"PATH": "/usr/bin"}, {"cases": [{"name": "odd"}]}, [secret])  # clean: no error
+    with pytest.raises(RuntimeError, match="secret value"):
+        _check_no_secrets({"EXTRA": f"x{secret}"}, {}, [secret])
+    with pytest.raises(RuntimeError, match="secret value"):
+        _check_no_secrets({}, {"cases": [{"seed": int(secret)}]}, [secret])
 
 
 # --- the runtime guard (audit hook) ------------------------------------------------------------------------

@@ -122,6 +122,7 @@ _ANY_ATTR = {
         "frame_introspection",
     ),
     "allow_tf32": "tf32_enabled",
+    "fp32_precision": "tf32_enabled",  # torch >= 2.9's way of asking for TF32
     # importlib itself is fine (find_spec locates headers); running a module it found is not.
     **dict.fromkeys(("import_module", "exec_module", "load_module", "reload"), "dynamic_code"),
 }

@@ -22,7 +22,21 @@ from tools.timing import measure
 
 
 def reset_backend_flags() -> None:
-    """fp32 means fp32: no TF32 and no reduced-precision reductions, whatever ran before."""
+    """fp32 means fp32: no TF32 and no reduced-precision reductions, whatever ran before.
+
+    torch >= 2.9 has a second API (`fp32_precision`); mixing it with the legacy flags makes torch's own
+    getters raise, so where it exists every knob of it is set back to "ieee" as well.
+    """
+    if hasattr(torch.backends, "fp32_precision"):
+        torch.backends.fp32_precision = "ieee"
+        for knob in (
+            torch.backends.cuda.matmul,
+            torch.backends.cudnn,
+            torch.backends.cudnn.conv,
+            torch.backends.cudnn.rnn,
+        ):
+            if hasattr(knob, "fp32_precision"):
+                knob.fp32_precision = "ieee"
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False

@@ -27,4 +27,4 @@ run=$(ls -d runs/*selective_scan-* | sort | tail -1)
 tar czf "$OUT/run.tar.gz" "$run"
 cat "$run/best.json" > "$OUT/best.json" 2>/dev/null
 agent show "$run" --no-code > "$OUT/show.txt" 2>&1
-python3 -m pytest -m gpu -q -p no:cacheprovider tests 2>&1 | tail -25 | tee "$OUT/pytest_gpu.txt"
+python3 -m pytest -m gpu -q -p no:cacheprovider ${GPU_TESTS:-tests} 2>&1 | tail -25 | tee "$OUT/pytest_gpu.txt"

@@ -41,7 +41,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with: pytest -m gpu)")
     for item in items:
-        if item.get_closest_marker("gpu") is not None:  # the marker, not a folder that happens to be named gpu/
+        # The marker, not the keyword: every test under a folder named gpu/ has that keyword.
+        if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 BASELINE = (
     Path(__file__).resolve().parents[2] / "problems" / "selective_scan_cpu" / "solutions" / "baseline.py"
 )
-RETURN = "\n        return y\n"
+RETURN = "\n        return y"  # forward's last line (a noqa comment may follow it)
 
 
 def baseline() -> str:
@@ -21,10 +21,11 @@ def baseline() -> str:
 def with_forward_tail(*lines: str) -> str:
     """The baseline with its result bound to `y`, then `lines` (indented as forward's body), then `return y`."""
     src = baseline()
-    if not src.endswith(RETURN):
+    at = src.rfind(RETURN)
+    if at < 0 or "\n" in src[at + len(RETURN) :].rstrip("\n"):
         raise AssertionError("baseline.py changed: update tests/candidates/scan_variants.py")
     body = "\n".join(f"        {ln}" for ln in lines)
-    return src[: -len(RETURN)] + f"\n{body}{RETURN}"
+    return f"{src[:at]}\n{body}{src[at:]}"
 
 
 def replace(old: str, new: str) -> str:

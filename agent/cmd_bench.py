@@ -18,6 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--seed", type=int, default=None, help="reproduce an evaluation (default: a fresh secret seed)"
     )
+    bench.add_argument(
+        "--fresh-reference",
+        action="store_true",
+        help="time the reference again now instead of using its cached time (steadier speedups on a busy host)",
+    )
     bench.set_defaults(handler=run_bench)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
@@ -48,7 +53,9 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"error: {kernel}: no such kernel file", file=sys.stderr)
         return EXIT_USAGE
     try:
-        result = benchmark(problem, kernel.read_text(), seed=args.seed)
+        result = benchmark(
+            problem, kernel.read_text(), seed=args.seed, refresh_reference=args.fresh_reference
+        )
     except Exception as exc:  # the harness itself broke: say so plainly, exit 3
         if args.json:
             print(json.dumps({"status": "harness_error", "correct": False, "speedup": None, "flags": [],

@@ -32,7 +32,9 @@ def scan_cpu() -> Problem:
 
 
 def test_honest_cpp_baseline_is_correct_and_faster_than_the_reference(scan_cpu: Problem) -> None:
-    result = benchmark(scan_cpu, v.baseline())
+    # The reference is timed in the same evaluation: on a shared 2-core host a cached reference time from
+    # minutes earlier can differ from now by 2x.
+    result = benchmark(scan_cpu, v.baseline(), refresh_reference=True)
     assert result.status == "ok", result.message
     assert result.correct
     assert result.flags == []

@@ -541,7 +541,3 @@ def _failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str
 def _where_truth_failed(outcome: ChildOutcome) -> str:
     tail = outcome.output.strip().splitlines()[-3:]
     return f"{describe_exit(outcome)}; {' | '.join(tail)}"
-
-
-def load_kernel(path: str | Path) -> str:
-    return Path(path).read_text()

@@ -272,8 +272,3 @@ def load_problem(path: str | Path) -> Problem:
     return Problem(
         spec=spec, path=path, reference_path=ref_path, reference_source=source, size_constants=constants
     )
-
-
-def problem_dir(problem: Problem) -> Path:
-    """Folder of the problem's bundled assets (solutions, trajectory): `problems/<stem>/`."""
-    return problem.path.parent / problem.path.stem

@@ -146,6 +146,7 @@ class Verdicts:
     flags: dict[str, Flag] = field(default_factory=dict)
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)
     started: list[tuple[str, str]] = field(default_factory=list)
+    batch_clock: dict[str, dict[str, float]] = field(default_factory=dict)  # shape -> begin/end, our clock
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
@@ -158,6 +159,8 @@ class Verdicts:
             self._judge_case(msg)
         elif event == "failed":
             self.failures[f"{msg.get('kind')}:{msg.get('name')}"] = msg
+        elif event in ("batch_begin", "batch_end"):
+            self.batch_clock.setdefault(str(msg.get("name")), {})[event[6:]] = time.monotonic()
         elif event == "cases_done":
             return "time" if self.all_cases_pass() else "stop"
         elif event == "violation":
@@ -204,6 +207,12 @@ class Verdicts:
                 "timer_tampering",
                 f"timing functions were replaced ({', '.join(msg['timers'])}); do not patch timers",
             )
+
+    def parent_batch_ms(self, name: str) -> float | None:
+        edges = self.batch_clock.get(name, {})
+        if "begin" not in edges or "end" not in edges:
+            return None
+        return (edges["end"] - edges["begin"]) * 1e3
 
     def all_cases_pass(self) -> bool:
         passed = all(
@@ -288,6 +297,8 @@ def _timing_results(
             shapes.append(st)
             continue
         st.candidate = _stats(msg.get("stats"))
+        if st.candidate is not None:
+            st.candidate.parent_batch_ms = verdicts.parent_batch_ms(shape.name)
         st.rechecked = _recheck(verdicts, item, problem)
         if msg.get("inconsistent"):
             verdicts.flag(
@@ -339,12 +350,35 @@ def _timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> N
             f"{shape.name}: {cand.median_ms:.4f} ms is below the physical floor {shape.floor_ms} ms for this shape; "
             "the measured work cannot be the whole computation",
         )
+    _parent_clock_guard(verdicts, shape, cand)
     host = cand.host_median_ms
     if cand.clock == "cuda_event" and host is not None and host > 1.5 * cand.median_ms + 0.1:
         verdicts.flag(
             "timing_mismatch",
             f"{shape.name}: host clock {host:.3f} ms vs CUDA events {cand.median_ms:.3f} ms; work escaped the timed "
             "stream (a side stream not joined, or background threads)",
+        )
+
+
+# The parent's stamps of the timed loop carry a pipe hop and a thread wake-up each: allow for those, and for
+# a loaded host, before calling a disagreement a patched clock.
+PARENT_CLOCK_RATIO = 1.5
+PARENT_CLOCK_SLACK_MS = 100.0
+
+
+def _parent_clock_guard(verdicts: Verdicts, shape: TimingShape, cand: TimingStats) -> None:
+    """The timing process's clock against ours over the same loop: a clock faked inside that process (by any
+    route, identity intact or not) makes its loop look shorter than the wall time we saw."""
+    if cand.parent_batch_ms is None or cand.batch_ms is None:
+        verdicts.flag(
+            "timing_mismatch", f"{shape.name}: the timed loop was not bracketed for the evaluator's own clock"
+        )
+        return
+    if cand.parent_batch_ms > PARENT_CLOCK_RATIO * cand.batch_ms + PARENT_CLOCK_SLACK_MS:
+        verdicts.flag(
+            "timing_mismatch",
+            f"{shape.name}: the timed loop took {cand.parent_batch_ms:.1f} ms by the evaluator's clock but "
+            f"{cand.batch_ms:.1f} ms by the clock in the candidate's process: that clock was faked",
         )
 
 

@@ -109,6 +109,13 @@ class TimingStats(Model):
     mean_ms: float
     host_median_ms: float | None = None
     clock: Literal["cuda_event", "host"] = "cuda_event"
+    batch_ms: float | None = Field(
+        None, description="the timed loop's wall time, by the timing process's clock"
+    )
+    parent_batch_ms: float | None = Field(
+        None,
+        description="the same loop's wall time by the evaluator's own clock (outside the candidate's reach)",
+    )
 
 
 class ShapeTiming(Model):

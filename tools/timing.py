@@ -36,6 +36,7 @@ class Samples:
     device_ms: list[float]
     host_ms: list[float]
     clock: str
+    batch_ms: float = 0.0  # the whole timed loop (flushes and the harness's own work included), host clock
 
     def stats(self) -> dict[str, float | int | str | None]:
         main = self.device_ms if self.clock == "cuda_event" else self.host_ms
@@ -49,6 +50,7 @@ class Samples:
             "mean_ms": statistics.fmean(main),
             "host_median_ms": statistics.median(self.host_ms) if self.host_ms else None,
             "clock": self.clock,
+            "batch_ms": self.batch_ms,
         }
 
 
@@ -119,8 +121,12 @@ def measure(
     max_iters: int,
     target_rse: float,
     max_seconds: float,
+    on_batch: Callable[[str], None] | None = None,
 ) -> Samples:
-    """Time `call(i)` after `prepare(i)`; both see the iteration index (warm-ups use negative ones)."""
+    """Time `call(i)` after `prepare(i)`; both see the iteration index (warm-ups use negative ones).
+
+    `on_batch("begin")` / `on_batch("end")` bracket the timed loop: the parent stamps both with its own
+    clock, which no code in this process can reach, and compares that wall time with `batch_ms`."""
     cuda = device == "cuda"
     flush = make_flusher(device)
     for i in range(warmup):
@@ -130,7 +136,10 @@ def measure(
             _sync()
     device_ms: list[float] = []
     host_ms: list[float] = []
-    deadline = _PERF_COUNTER() + max_seconds
+    if on_batch is not None:
+        on_batch("begin")
+    batch_start = _PERF_COUNTER()
+    deadline = batch_start + max_seconds
     for i in range(max_iters):
         prepare(i)
         flush()
@@ -154,4 +163,9 @@ def measure(
             break
         if _PERF_COUNTER() > deadline and len(main) >= 3:
             break
-    return Samples(device_ms=device_ms, host_ms=host_ms, clock="cuda_event" if cuda else "host")
+    batch_ms = (_PERF_COUNTER() - batch_start) * 1e3
+    if on_batch is not None:
+        on_batch("end")
+    return Samples(
+        device_ms=device_ms, host_ms=host_ms, clock="cuda_event" if cuda else "host", batch_ms=batch_ms
+    )

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from tools import build, guard
+from tools import build, guard, timing
 from tools.sandbox import Channel
 from tools.timing import measure
 from tools.worker_truth import reset_backend_flags
@@ -32,6 +32,11 @@ TIMERS = {
     "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
     "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
+    # The references the timing loop itself calls (a module global is as easy to replace as time.perf_counter).
+    **{
+        f"tools.timing.{name}": (timing, name, getattr(timing, name))
+        for name in ("_PERF_COUNTER", "_EVENT", "_RECORD", "_ELAPSED", "_SYNCHRONIZE", "_CURRENT_STREAM")
+    },
 }
 
 
@@ -223,7 +228,10 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         last_out[current["k"]] = out
         return out
 
-    samples = measure(call, prepare, device=device, **item["cfg"])
+    def on_batch(edge: str) -> None:
+        channel.send(f"batch_{edge}", name=item["name"])
+
+    samples = measure(call, prepare, device=device, on_batch=on_batch, **item["cfg"])
     if device == "cuda":
         torch.cuda.synchronize()
     consistency.check(current["k"], last_out[current["k"]])

@@ -97,6 +97,29 @@ def self_restoring_perf_counter(n_cases: int, factor: int = 4) -> str:
     return with_forward("_arm(x)", *COMPUTE, "return y", src=src)
 
 
+# --- the harness's own captured clock, faked inside the candidate's process -----------------------------------
+
+
+def faked_harness_clock(n_cases: int, factor: int = 10) -> str:
+    """After the correctness cases, the first call replaces the clock the timing loop captured at import
+    (reached through sys.modules) by one running `factor`x slow. Only a clock outside this process sees it."""
+    src = with_module_code(
+        "import sys",
+        "",
+        "_CALLS = [0]",
+        "",
+        "",
+        "def _fake_clock() -> None:",
+        "    _CALLS[0] += 1",
+        f"    if _CALLS[0] != {n_cases + 1}:",
+        "        return",
+        '    timing = sys.modules["tools." + "timing"]',
+        "    real, t0 = timing._PERF_COUNTER, timing._PERF_COUNTER()",
+        f"    timing._PERF_COUNTER = lambda: t0 + (real() - t0) / {factor}",
+    )
+    return with_forward("_fake_clock()", *COMPUTE, "return y", src=src)
+
+
 # --- work left to a background thread after forward returns ---------------------------------------------
 
 

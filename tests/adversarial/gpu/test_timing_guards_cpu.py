@@ -87,6 +87,30 @@ def test_a_self_restoring_perf_counter_does_not_fake_a_speedup(tiny: Problem, ho
         assert "timer_tampering" in result.flags, result.message
 
 
+# --- the timing loop's own clock faked: the evaluator's clock disagrees ---------------------------------------
+
+
+def test_a_faked_harness_clock_is_caught_by_the_evaluators_clock(tiny: Problem, honest: BenchResult) -> None:
+    """A clock faked inside the candidate's process by a route no identity check covers makes the timed loop
+    look 10x shorter there; the evaluator stamps the same loop with its own clock and flags the gap."""
+    result = benchmark(tiny, c.faked_harness_clock(len(tiny.spec.correctness)))
+    assert [x.status for x in result.cases] == ["passed", "passed"]
+    assert result.status == "incorrect", result.message
+    assert "timing_mismatch" in result.flags, result.message
+    assert "faked" in next(f.message for f in result.flag_details if f.name == "timing_mismatch")
+    assert result.speedup is None
+
+
+def test_an_honest_loop_agrees_with_the_evaluators_clock(honest: BenchResult) -> None:
+    for shape in honest.timings:
+        cand = shape.candidate
+        assert cand is not None
+        assert cand.batch_ms is not None
+        assert cand.parent_batch_ms is not None
+        # each stamp is a pipe hop late, by a varying amount: equal within a few ms
+        assert 0.9 * cand.batch_ms - 20 < cand.parent_batch_ms < 1.5 * cand.batch_ms + 100
+
+
 # --- work left to a background thread after forward returns ------------------------------------------------
 
 

@@ -1,0 +1,79 @@
+"""Where an evaluation's seconds go, seen from the parent: each child's lifetime and the arrival time of each
+message it sent (imported, case_done, batch_begin/end, timing_done). A benchmark, not a test.
+
+    python bench/eval_phases.py PROBLEM KERNEL.py [--repeat N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tools import benchmark as bench_mod
+from tools import jobs
+from tools.envinfo import hardware_summary
+from tools.problem import load_problem
+
+
+def instrument(log: list[dict[str, Any]], t0: list[float]) -> None:
+    """Wrap the two child launches so every message gets a parent-side timestamp."""
+    real_truth, real_candidate = bench_mod._run_truth, jobs.run_candidate
+
+    def stamp(who: str, event: str, **extra: Any) -> None:
+        log.append({"t": round(time.monotonic() - t0[0], 3), "who": who, "event": event, **extra})
+
+    def run_truth(job: Any, problem: Any, plan: Any) -> Any:
+        stamp("truth", "spawn")
+        outcome = real_truth(job, problem, plan)
+        stamp("truth", "exit", seconds=round(outcome.seconds, 3))
+        return outcome
+
+    def run_candidate(job: Any, problem: Any, request: Any, on_message: Any = None, secrets: Any = ()) -> Any:
+        def handle(msg: dict[str, Any]) -> str | None:
+            stamp("candidate", msg["event"], name=msg.get("name"))
+            return on_message(msg) if on_message else None
+
+        stamp("candidate", "spawn")
+        outcome = real_candidate(job, problem, request, on_message=handle, secrets=secrets)
+        stamp("candidate", "exit", seconds=round(outcome.seconds, 3))
+        return outcome
+
+    bench_mod._run_truth = run_truth
+    bench_mod.run_candidate = run_candidate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("problem")
+    parser.add_argument("kernel")
+    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    problem = load_problem(args.problem)
+    code = Path(args.kernel).read_text()
+    runs = []
+    for _ in range(args.repeat):
+        log: list[dict[str, Any]] = []
+        t0 = [time.monotonic()]
+        instrument(log, t0)
+        result = bench_mod.benchmark(problem, code)
+        runs.append({"status": result.status, "seconds": result.seconds, "timeline": log})
+        print(f"{result.status} {result.seconds:.2f} s")
+        for row in log:
+            print(f"  {row['t']:8.3f}  {row['who']:9s} {row['event']} {row.get('name') or ''}")
+    record = {
+        "date": time.strftime("%Y-%m-%d"),
+        "hardware": hardware_summary(problem),
+        "problem": problem.name,
+        "kernel": args.kernel,
+        "runs": runs,
+    }
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(record, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()

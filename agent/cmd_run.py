@@ -29,7 +29,9 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model", help="a Claude model id, or 'scripted' (default: Claude if ANTHROPIC_API_KEY is set)"
     )
-    p.add_argument("--max-turns", type=int, help="stop after this many model turns")
+    p.add_argument(
+        "--max-turns", type=int, help="stop after this many model turns (per trajectory with --parallel)"
+    )
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
     p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
     p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
@@ -38,7 +40,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--parallel", type=positive_int, default=1, metavar="N", help="trajectories at once")
     p.add_argument(
         "--branches",
-        type=int,
+        type=non_negative_int,
         metavar="B",
         help="trajectories started from the shared best as slots free up (default: N, or 0 with N = 1)",
     )
@@ -52,6 +54,13 @@ def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
     return value
 
 
@@ -340,8 +349,10 @@ def status_text(p: Progress) -> str:
 
 def event_lines(event: Event, scripted: bool) -> list[str]:
     """How one logged event reads in the terminal (the seed transcript's shape)."""
+    from agent.events import TrajectoryEvent
+
     lines = plain_event_lines(event, scripted)
-    if event.trajectory is None:
+    if event.trajectory is None or isinstance(event, TrajectoryEvent):
         return lines
     return [f"[magenta]t{event.trajectory}[/] {line}" if line else line for line in lines]
 

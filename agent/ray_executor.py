@@ -35,11 +35,13 @@ PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARN
 
 
 def runtime_env(local: bool) -> dict[str, Any]:
-    """The harness code for every worker; on a local instance also this process's harness settings."""
-    env: dict[str, Any] = {"py_modules": [str(HARNESS_ROOT / "agent"), str(HARNESS_ROOT / "tools")]}
-    if local:
-        env["env_vars"] = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    return env
+    """The harness code for every worker, and the commit it is (the shipped copy has no .git); on a
+    local instance also this process's harness settings (build cache, isolation mode)."""
+    from tools.envinfo import harness_sha
+
+    env_vars = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} if local else {}
+    env_vars["KERNEL_AGENT_HARNESS_SHA"] = harness_sha()
+    return {"py_modules": [str(HARNESS_ROOT / "agent"), str(HARNESS_ROOT / "tools")], "env_vars": env_vars}
 
 
 def connect(address: str | None = None, num_cpus: int | None = None) -> None:

@@ -123,3 +123,22 @@ def span(kind: str, resource: str, start: float, end: float | None) -> LeaseSpan
 )
 def test_the_overlap_check_finds_what_it_must(spans: list[LeaseSpan], cpu_problem: bool, bad: int) -> None:
     assert len(overlapping_leases(spans, cpu_problem)) == bad
+
+
+def test_gpu_keyword_sets_the_childrens_visible_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.sandbox import child_env, visible_gpu
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "CUDA_VISIBLE_DEVICES" not in child_env(tmp_path)
+    with visible_gpu(1):
+        assert child_env(tmp_path)["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")  # an index into what this process may use
+    with visible_gpu(1):
+        env = child_env(tmp_path)
+        with cf.ThreadPoolExecutor(1) as pool:  # another thread's evaluations are not affected
+            other = pool.submit(child_env, tmp_path).result()
+    assert env["CUDA_VISIBLE_DEVICES"] == "5"
+    assert other["CUDA_VISIBLE_DEVICES"] == "4,5"
+    assert child_env(tmp_path)["CUDA_VISIBLE_DEVICES"] == "4,5"

@@ -8,8 +8,11 @@ summary all name the same kernel and speedup; each new best beat the one before 
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from agent import cli
 from agent.events import BestEvent, BestRecord, RunInfo
 from agent.loop import SPREAD_SIGMAS
 from agent.runread import RunData, load_run, overlapping_leases
+from tests.test_agent_e2e import alive, descendants
 
 pytestmark = pytest.mark.slow
 
@@ -107,3 +111,37 @@ def test_show_and_ls_on_the_run(
     assert "trajectory 1 · turn" not in out
     assert cli.main(["ls", str(run.path.parent)]) == 0
     assert "(3 traj.)" in capsys.readouterr().out
+
+
+def test_ctrl_c_stops_every_trajectory_and_kills_their_processes(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "run", PROBLEM, "--model", "scripted", "--parallel", "2"]
+        + ["--runs-dir", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    seen: set[int] = set()
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        beats = list(tmp_path.glob("*/heartbeat.json"))
+        phase = json.loads(beats[0].read_text())["phase"] if beats else ""
+        seen |= descendants(proc.pid)
+        if ("compiling" in phase or "benchmarking" in phase) and descendants(proc.pid):
+            time.sleep(1.0)
+            seen |= descendants(proc.pid)
+            break
+        time.sleep(0.2)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err
+    (run_dir,) = tmp_path.iterdir()
+    run = load_run(run_dir)
+    assert run.summary is not None
+    assert run.summary.exit_status == "Interrupted"
+    assert all(t.exit_status == "Interrupted" for t in run.trajectories)
+    time.sleep(1.0)
+    assert not [pid for pid in seen if alive(pid)], "orphaned evaluator processes"

@@ -1,6 +1,7 @@
 """`agent run PROBLEM`: the agent loop with a live progress line; the run's log goes to runs/.
 
-`--resume RUN_DIR` continues a stopped or killed run from its log. Exit codes: 0 the run ended and
+`--resume RUN_DIR` continues a stopped or killed run from its log. `--parallel N` runs N trajectories at
+once (agent.parallel); `--executor ray` sends compiles and evaluations to a Ray cluster. Exit codes: 0 the run ended and
 holds a correct kernel, 1 it ended without one, 2 bad problem/usage/model setup, 3 model or harness
 error, 130 Ctrl-C.
 """
@@ -16,7 +17,9 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
 
     from agent.events import Event
     from agent.loop import Agent, Progress
+    from agent.parallel import ParallelRun
     from agent.providers.base import Provider
+    from agent.runlog import RunLog
     from tools.problem import Problem
 
 
@@ -26,13 +29,49 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--model", help="a Claude model id, or 'scripted' (default: Claude if ANTHROPIC_API_KEY is set)"
     )
-    p.add_argument("--max-turns", type=int, help="stop after this many model turns")
+    p.add_argument(
+        "--max-turns", type=int, help="stop after this many model turns (per trajectory with --parallel)"
+    )
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
     p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
     p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
     p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs/)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or killed run from its log")
+    p.add_argument("--parallel", type=positive_int, default=1, metavar="N", help="trajectories at once")
+    p.add_argument(
+        "--branches",
+        type=non_negative_int,
+        metavar="B",
+        help="trajectories started from the shared best as slots free up (default: N, or 0 with N = 1)",
+    )
+    p.add_argument("--gpus", type=gpu_list, metavar="0,1", help="local GPUs to use (default: all visible)")
+    p.add_argument("--executor", choices=["local", "ray"], default="local", help="where tools run")
+    p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
     p.set_defaults(handler=handle)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def gpu_list(text: str) -> list[int]:
+    try:
+        gpus = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of GPU indices, got {text!r}") from None
+    if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of distinct GPU indices, got {text!r}")
+    return gpus
 
 
 class UsageError(Exception):
@@ -61,9 +100,11 @@ def handle(args: argparse.Namespace) -> int:
 # --- setting a run up ----------------------------------------------------------------------------
 
 
-def build_agent(args: argparse.Namespace, console: Console) -> Agent:
+def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelRun:
     from agent.events import RunConfig
 
+    if args.resume and (args.parallel > 1 or args.executor != "local"):
+        raise UsageError("--resume continues a run as it was started; leave out --parallel and --executor")
     if args.resume:
         return resume_agent(args, console)
     if not args.problem:
@@ -86,18 +127,72 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent:
         max_minutes=args.max_minutes,
         target_speedup=args.target_speedup,
         trajectory=str(trajectory) if provider.scripted and trajectory else None,
+        parallel=args.parallel,
+        branches=args.branches if args.branches is not None else (args.parallel if args.parallel > 1 else 0),
+        gpus=choose_gpus(problem, args.gpus),
+        executor=args.executor,
+        ray_address=args.ray_address,
     )
+    if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
+        return new_parallel_run(problem, provider, config, Path(args.runs_dir), console)
     return new_agent(problem, provider, config, Path(args.runs_dir), console)
+
+
+def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | None:
+    """The local GPUs a CUDA problem's timings are spread over: --gpus, else every visible one."""
+    from agent.leases import visible_gpu_count
+
+    if problem.spec.device != "cuda":
+        if requested:
+            raise UsageError(f"--gpus: {problem.name} is a CPU problem")
+        return None
+    count = visible_gpu_count()
+    if requested is None:
+        return list(range(count)) or None
+    if count and max(requested) >= count:
+        raise UsageError(f"--gpus {','.join(map(str, requested))}: only {count} GPU(s) visible")
+    return requested
+
+
+def make_executor(config: Any) -> Any:
+    if config.executor == "ray":
+        try:
+            from agent.ray_executor import RayExecutor
+        except ImportError as exc:
+            raise UsageError(f"--executor ray needs Ray: pip install 'kernel-agent[ray]' ({exc})") from None
+        return RayExecutor(config.ray_address)
+    from agent.executor import LeasedExecutor
+    from agent.leases import Leases
+
+    return LeasedExecutor(Leases(config.gpus))
+
+
+def new_parallel_run(
+    problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console
+) -> ParallelRun:
+    from agent.parallel import ParallelRun
+
+    executor = make_executor(config)
+    log = create_log(problem, provider, config, runs_dir)
+    where = f"Ray ({config.ray_address or 'local instance'})" if config.executor == "ray" else "this machine"
+    gpus = f" · GPUs {','.join(map(str, config.gpus))}" if config.gpus else ""
+    console.print(
+        f"run [bold]{log.dir}[/] · {describe_provider(provider)}\n"
+        f"{config.parallel} trajectories at once, {config.branches} branches · tools on {where}{gpus}"
+    )
+    display = RichDisplay(console, provider.scripted)
+    return ParallelRun(
+        problem, provider, log, system_for(problem, config), budget_of(config), executor, display,
+        parallel=config.parallel, branches=config.branches,
+    )  # fmt: skip
 
 
 def trajectory_path(problem: Problem) -> Path | None:
     return (problem.path.parent / problem.spec.trajectory).resolve() if problem.spec.trajectory else None
 
 
-def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console) -> Agent:
+def create_log(problem: Problem, provider: Provider, config: Any, runs_dir: Path) -> RunLog:
     from agent.events import RunInfo
-    from agent.loop import Agent, Evaluator, State
-    from agent.prompt import first_user_message
     from agent.runlog import RunLog, collect_environment, new_run_dir
 
     run_dir = new_run_dir(runs_dir, problem.name)
@@ -111,8 +206,15 @@ def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path,
         config=config,
         environment=collect_environment(problem),
     )
-    log = RunLog.create(run_dir, info)
-    console.print(f"run [bold]{run_dir}[/] · {describe_provider(provider)}")
+    return RunLog.create(run_dir, info)
+
+
+def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console) -> Agent:
+    from agent.loop import Agent, Evaluator, State
+    from agent.prompt import first_user_message
+
+    log = create_log(problem, provider, config, runs_dir)
+    console.print(f"run [bold]{log.dir}[/] · {describe_provider(provider)}")
     state = State(messages=[{"role": "user", "content": first_user_message(problem)}])
     return Agent(
         problem,
@@ -148,6 +250,8 @@ def reopen_agent(
     if not (run_dir / "run.json").is_file():
         raise UsageError(f"--resume {run_dir}: not a run folder (no run.json)")
     info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
+    if info.config.parallel > 1 or info.config.executor != "local" or info.config.gpus:
+        raise UsageError(f"--resume {run_dir}: resuming a parallel or Ray run is not supported yet")
     problem = load_problem(problem_arg or info.config.problem_path)
     if problem.content_hash != info.problem_hash:
         raise UsageError(
@@ -220,7 +324,7 @@ def describe_provider(provider: Provider) -> str:
 # --- live display --------------------------------------------------------------------------------
 
 
-def run_live(agent: Agent, console: Console) -> Any:
+def run_live(agent: Agent | ParallelRun, console: Console) -> Any:
     from rich.live import Live
 
     display = agent.display
@@ -245,9 +349,30 @@ def status_text(p: Progress) -> str:
 
 def event_lines(event: Event, scripted: bool) -> list[str]:
     """How one logged event reads in the terminal (the seed transcript's shape)."""
-    from agent.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent, TurnEndEvent
+    from agent.events import TrajectoryEvent
+
+    lines = plain_event_lines(event, scripted)
+    if event.trajectory is None or isinstance(event, TrajectoryEvent):
+        return lines
+    return [f"[magenta]t{event.trajectory}[/] {line}" if line else line for line in lines]
+
+
+def plain_event_lines(event: Event, scripted: bool) -> list[str]:
+    from agent.events import (
+        BestEvent,
+        ErrorEvent,
+        ModelCallEvent,
+        ToolCallEvent,
+        TrajectoryEvent,
+        TurnEndEvent,
+    )
 
     tag = " [yellow](scripted playback)[/]" if scripted else ""
+    if isinstance(event, TrajectoryEvent):
+        source = f" from {event.from_kernel}" if event.from_kernel else ""
+        if event.action == "started":
+            return [f"[bold magenta]trajectory {event.trajectory} started[/] ({event.kind}{source})"]
+        return [f"[bold magenta]trajectory {event.trajectory} ended[/]: {event.exit_status}: {event.message}"]
     if isinstance(event, ModelCallEvent):
         if event.status == "error":
             return [f"[red]model error[/] {event.error}"]
@@ -316,7 +441,7 @@ class RichDisplay:
             self.console.print(line)
 
 
-def final_panel(agent: Agent, message: str, status: str) -> str:
+def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
     s = agent.state
     best = f"{s.best.speedup:.2f}x ({agent.log.dir / 'best.py'})" if s.best else "no correct kernel"
     tokens = (

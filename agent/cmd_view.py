@@ -24,6 +24,9 @@ def positive_int(text: str) -> int:
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show = subparsers.add_parser("show", help="a run, turn by turn", description="Show a run turn by turn.")
     show.add_argument("run", help="run directory, or its name under runs/")
+    show.add_argument(
+        "--trajectory", type=positive_int, metavar="K", help="only trajectory K (a parallel run)"
+    )
     which = show.add_mutually_exclusive_group()
     which.add_argument("--turn", type=positive_int, metavar="N", help="only turn N")
     which.add_argument("--last", type=positive_int, metavar="N", help="only the last N turns")
@@ -57,10 +60,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
     except RunReadError as exc:
         return fail(str(exc))
-    if args.turn is not None and args.turn not in {t.turn for t in run.turns}:
-        have = ", ".join(str(t.turn) for t in run.turns) or "none"
+    turns = run.turns
+    if args.trajectory is not None:
+        if args.trajectory not in {t.number for t in run.trajectories}:
+            have = ", ".join(str(t.number) for t in run.trajectories) or "none: not a parallel run"
+            return fail(f"{run.run_id} has no trajectory {args.trajectory} (trajectories: {have})")
+        turns = [t for t in turns if t.trajectory == args.trajectory]
+    if args.turn is not None and args.turn not in {t.turn for t in turns}:
+        have = ", ".join(str(n) for n in sorted({t.turn for t in turns})) or "none"
         return fail(f"{run.run_id} has no turn {args.turn} (turns: {have})")
-    opts = ShowOptions(turn=args.turn, last=args.last, full=args.full, code=not args.no_code)
+    opts = ShowOptions(
+        trajectory=args.trajectory, turn=args.turn, last=args.last, full=args.full, code=not args.no_code
+    )
     Console(highlight=False).print(render_run(run, opts))
     return 0
 

@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: events may carry a `trajectory` (parallel runs) and there are `lease` and `trajectory` events."""
+READABLE_FORMAT_VERSIONS = (1, 2)  # a version-1 log is a version-2 log with one trajectory and no leases
 
 
 def utc_now() -> str:
@@ -42,6 +44,9 @@ class Usage(BaseModel):
 class BaseEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
     timestamp: str = Field(default_factory=utc_now)
+    trajectory: int | None = Field(
+        None, description="which trajectory of a parallel run (1-based); None: run-level"
+    )
 
 
 class ModelCallEvent(BaseEvent):
@@ -117,6 +122,32 @@ class ErrorEvent(BaseEvent):
     message: str
 
 
+class LeaseEvent(BaseEvent):
+    """A lease taken or given back: `compile` (a CPU slot; on CPU problems shared with other compiles) or
+    `timing` (exclusive: one GPU, or the whole host on CPU problems). Acquired is logged once held,
+    released just before it is given back, so two leases of one resource never overlap in the log."""
+
+    event: Literal["lease"] = "lease"
+    action: Literal["acquired", "released"]
+    lease_id: str
+    kind: Literal["compile", "timing"]
+    resource: str = Field(description="cpu, host, gpu0, ... or ray:<node>:gpu0 for a Ray task")
+    kernel_path: str | None = None
+    waited_s: float | None = Field(None, description="acquired: how long it waited for the lease")
+    held_s: float | None = Field(None, description="released: how long it was held")
+
+
+class TrajectoryEvent(BaseEvent):
+    """A trajectory of a parallel run starting or ending. A `branch` starts from the shared best kernel."""
+
+    event: Literal["trajectory"] = "trajectory"
+    action: Literal["started", "ended"]
+    kind: Literal["sample", "branch"] = "sample"
+    from_kernel: str | None = Field(None, description="branch: the best kernel it starts from")
+    exit_status: str | None = None
+    message: str = ""
+
+
 class RunEndEvent(BaseEvent):
     event: Literal["run_end"] = "run_end"
     exit_status: str
@@ -124,7 +155,14 @@ class RunEndEvent(BaseEvent):
 
 
 Event = Annotated[
-    ModelCallEvent | ToolCallEvent | TurnEndEvent | BestEvent | ErrorEvent | RunEndEvent,
+    ModelCallEvent
+    | ToolCallEvent
+    | TurnEndEvent
+    | BestEvent
+    | ErrorEvent
+    | LeaseEvent
+    | TrajectoryEvent
+    | RunEndEvent,
     Field(discriminator="event"),
 ]
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
@@ -144,6 +182,11 @@ class RunConfig(BaseModel):
     max_minutes: float | None = None
     target_speedup: float | None = None
     trajectory: str | None = None
+    parallel: int = Field(1, description="trajectories at once")
+    branches: int = Field(0, description="trajectories started from the shared best once one exists")
+    gpus: list[int] | None = Field(None, description="local GPUs used (None: all visible)")
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
 
 
 class RunEnvironment(BaseModel):

@@ -29,7 +29,7 @@ from agent.events import (
     ToolCallEvent,
     Usage,
 )
-from agent.runread import RunData, RunListing, ToolUseBlock, TurnData
+from agent.runread import RunData, RunListing, ToolUseBlock, TrajectoryData, TurnData
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming
 
 SCRIPTED_LABEL = "scripted playback"
@@ -41,6 +41,7 @@ OK_STYLE, BAD_STYLE, LABEL_STYLE, DIM = "green", "red", "bold cyan", "dim"
 
 @dataclass(frozen=True)
 class ShowOptions:
+    trajectory: int | None = None
     turn: int | None = None
     last: int | None = None
     full: bool = False
@@ -133,7 +134,13 @@ def turn_header(turn: TurnData, scripted: bool) -> Text:
     parts = [f"{fmt_seconds(turn.turn_seconds)} turn" if turn.complete else "incomplete (no turn_end)"]
     parts += [f"{fmt_seconds(turn.llm_seconds)} LLM", f"{fmt_seconds(turn.tool_seconds)} tools"]
     parts.append(SCRIPTED_LABEL if scripted else tokens_line(turn.usage))
-    return Text.assemble((f"turn {turn.turn}", "bold"), (" · " + " · ".join(parts), "bold dim"))
+    return Text.assemble((turn_label(turn), "bold"), (" · " + " · ".join(parts), "bold dim"))
+
+
+def turn_label(turn: TurnData) -> str:
+    return (
+        f"turn {turn.turn}" if turn.trajectory is None else f"trajectory {turn.trajectory} · turn {turn.turn}"
+    )
 
 
 def render_model_call(call: ModelCallEvent) -> Iterator[RenderableType]:
@@ -434,7 +441,11 @@ def display_order(events: list[Event]) -> list[Event]:
 
 def render_turn(turn: TurnData, ctx: _Context) -> Group:
     run = ctx.run
-    parts: list[RenderableType] = [turn_header(turn, run.scripted)]
+    if run.parallel and turn.trajectory is None:  # run-level: the final re-check of every trajectory's best
+        header = Text("final re-check (all trajectories)", style="bold")
+    else:
+        header = turn_header(turn, run.scripted)
+    parts: list[RenderableType] = [header]
     for event in display_order(turn.events):
         parts += render_event(event, ctx)
     for block in turn.unanswered:
@@ -468,7 +479,40 @@ def run_header(run: RunData) -> Group:
         ("status", Text(status, style=status_style(run))),
         ("started", " · ".join([fmt_time(info.started_at), *[m for m in machine if m]])),
     ]
+    if run.parallel:
+        rows.append(("parallel", parallel_line(run)))
     return Group(Rule(Text(info.run_id, style="bold"), align="left"), grid(rows))
+
+
+def parallel_line(run: RunData) -> str:
+    cfg = run.info.config
+    where = f"Ray ({cfg.ray_address or 'local instance'})" if cfg.executor == "ray" else "this machine"
+    gpus = f" · GPUs {','.join(map(str, cfg.gpus))}" if cfg.gpus else ""
+    return f"{cfg.parallel} at once · {len(run.trajectories)} trajectories (up to {cfg.branches} branches) · tools on {where}{gpus}"
+
+
+def trajectories_table(trajectories: list[TrajectoryData]) -> Table:
+    table = Table(header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("trajectory", "kind", "turns", "benchmarks", "best", "ended"):
+        table.add_column(column, justify="right" if column in ("turns", "benchmarks", "best") else "left")
+    for t in trajectories:
+        kind = f"branch of {t.from_kernel}" if t.kind == "branch" else t.kind
+        table.add_row(
+            str(t.number), kind, str(len(t.turns)), str(len(t.benchmarks)), fmt_speedup(t.best_speedup),
+            t.exit_status or "–",
+        )  # fmt: skip
+    return table
+
+
+def leases_line(run: RunData) -> str:
+    """How long tools held and waited for leases, per kind and resource."""
+    held: dict[str, list[float]] = {}
+    for span in run.leases:
+        if span.released is not None:
+            held.setdefault(f"{span.kind} {span.resource}", []).append(
+                (span.released - span.acquired).total_seconds()
+            )
+    return " · ".join(f"{name}: {len(v)}× {sum(v):.0f}s" for name, v in sorted(held.items()))
 
 
 def status_style(run: RunData) -> str:
@@ -510,6 +554,8 @@ def run_footer(run: RunData) -> Group:
         rows += [("tokens", tokens_by_kind(run.usage)), ("cost", fmt_cost(run.cost_usd))]
     rows.append(("best", best_line(run)))
     rows.append(("turns", f"{run.turn_count} · {run.status.label}"))
+    if run.leases:
+        rows.append(("leases", leases_line(run)))
     for error in (e for e in run.errors if e.turn is None):
         rows.append(("error", Text(f"{error.where}: {error.message}", style=BAD_STYLE)))
     for note in run.notes:
@@ -518,6 +564,8 @@ def run_footer(run: RunData) -> Group:
 
 
 def select_turns(turns: list[TurnData], opts: ShowOptions) -> list[TurnData]:
+    if opts.trajectory is not None:
+        turns = [t for t in turns if t.trajectory == opts.trajectory]
     if opts.turn is not None:
         return [t for t in turns if t.turn == opts.turn]
     if opts.last is not None:
@@ -532,7 +580,11 @@ def render_run(run: RunData, opts: ShowOptions | None = None) -> Group:
     chosen = select_turns(turns, opts)
     ctx = _Context(run=run, opts=opts, previous=previous_kernels(run), shown=set())
     parts: list[RenderableType] = [run_header(run)]
-    if len(chosen) != len(turns):
+    if run.parallel and opts.trajectory is None:
+        parts += [Text(""), trajectories_table(run.trajectories)]
+    if opts.trajectory is not None:
+        parts.append(Text(f"showing trajectory {opts.trajectory} of {len(run.trajectories)}", style=DIM))
+    elif len(chosen) != len(turns):
         shown = ", ".join(str(t.turn) for t in chosen) or "none"
         parts.append(Text(f"showing turn {shown} of {len(turns)}", style=DIM))
     for turn in chosen:
@@ -593,7 +645,7 @@ def ls_row(listing: RunListing) -> dict[str, RenderableType]:
         "problem": run.info.problem,
         "model": model_label(run),
         "status": Text(run.status.label, style=status_style(run)),
-        "turns": str(run.turn_count),
+        "turns": str(run.turn_count) + (f" ({len(run.trajectories)} traj.)" if run.parallel else ""),
         "tokens": "–" if run.scripted else f"{run.usage.total:,}",
         "cost": "–" if run.scripted else fmt_cost(run.cost_usd),
         "wall": fmt_duration(run.wall_seconds),

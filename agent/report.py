@@ -140,7 +140,8 @@ def speedup_chart(run: RunData) -> str:
     fig, ax = new_figure()
     ax.set_gid("speedup-chart")
     ax.set_ylabel("speedup vs reference (×)")
-    last_turn = max(run.turn_count, max((c.turn for c in found), default=0), 1)
+    turns = max((t.turn for t in run.turns), default=0) if run.parallel else run.turn_count  # per trajectory
+    last_turn = max(turns, max((c.turn for c in found), default=0), 1)
     ax.axhline(1.0, color="#999999", linestyle=":", linewidth=1, gid="reference-line", label="reference (1×)")
     ok = [c for c in found if c.speedup is not None]
     failed = [c for c in found if c.speedup is None]
@@ -234,12 +235,17 @@ def legend_above(ax: Axes, columns: int) -> None:
     ax.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=columns, fontsize=8, frameon=False)
 
 
+def bar_positions(run: RunData) -> list[int]:
+    """One bar per turn: at its number, or (a parallel run, whose trajectories share numbers) in log order."""
+    return list(range(1, len(run.turns) + 1)) if run.parallel else [t.turn for t in run.turns]
+
+
 def time_chart(run: RunData) -> str:
     turns = run.turns
     fig, ax = new_figure()
     ax.set_gid("time-chart")
     ax.set_ylabel("seconds")
-    numbers = [t.turn for t in turns]
+    numbers = bar_positions(run)
     stacked_bars(
         ax,
         numbers,
@@ -259,7 +265,7 @@ def tokens_chart(run: RunData) -> str:
     ax.set_gid("tokens-chart")
     ax.set_ylabel("tokens")
     thousands(ax)
-    numbers = [t.turn for t in turns]
+    numbers = bar_positions(run)
     layers = [
         (f"tokens-{kind}", [float(getattr(t.usage, field)) for t in turns], color, kind.replace("-", " "))
         for kind, field, color in TOKEN_KINDS
@@ -353,9 +359,12 @@ def turns_html(run: RunData) -> str:
         tokens = (
             SCRIPTED_LABEL if run.scripted else f"{turn.usage.tokens_in:,} / {turn.usage.output_tokens:,}"
         )
+        label = turn.turn if turn.trajectory is None else f"t{turn.trajectory} · {turn.turn}"
+        if run.parallel and turn.trajectory is None:
+            label = "final re-check"
         rows.append(
             [
-                esc(turn.turn) + ("" if turn.complete else " (incomplete)"),
+                esc(label) + ("" if turn.complete or label == "final re-check" else " (incomplete)"),
                 f"{turn.turn_seconds:.1f}",
                 f"{turn.llm_seconds:.1f}",
                 f"{turn.tool_seconds:.1f}",
@@ -366,6 +375,21 @@ def turns_html(run: RunData) -> str:
     return table_html(
         ["turn", "turn s", "LLM s", "tools s", "tokens in / out", "tool calls"], rows, numeric=[1, 2, 3]
     )
+
+
+def trajectories_html(run: RunData) -> str:
+    rows = [
+        [
+            esc(t.number),
+            esc(f"branch of {t.from_kernel}" if t.kind == "branch" else t.kind),
+            esc(len(t.turns)),
+            esc(len(t.benchmarks)),
+            esc(fmt_speedup(t.best_speedup)),
+            status_span(t.exit_status or "–"),
+        ]
+        for t in run.trajectories
+    ]
+    return table_html(["trajectory", "kind", "turns", "benchmarks", "best", "ended"], rows, numeric=[2, 3, 4])
 
 
 def status_span(status: str) -> str:
@@ -443,6 +467,7 @@ def build_report(run: RunData) -> str:
         f'<div class="chart">{time_chart(run)}</div>',
         "<h2>Tokens per turn</h2>",
         tokens,
+        *(["<h2>Trajectories</h2>", trajectories_html(run)] if run.parallel else []),
         "<h2>Turns</h2>",
         turns_html(run),
         "<h2>Best kernel</h2>",

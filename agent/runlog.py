@@ -119,11 +119,12 @@ class RunLog:
             self._events.flush()
 
     def save_kernel(self, code: str) -> str:
-        kernels = self.dir / "kernels"
-        number = len(list(kernels.glob("*.py"))) + 1
-        rel = f"kernels/{number:03d}.py"
-        write_atomic(self.dir / rel, code)
-        return rel
+        with self._lock:  # trajectories of a parallel run save concurrently: one number each
+            kernels = self.dir / "kernels"
+            number = len(list(kernels.glob("*.py"))) + 1
+            rel = f"kernels/{number:03d}.py"
+            write_atomic(self.dir / rel, code)
+            return rel
 
     def write_best(self, record: BestRecord) -> None:
         shutil.copyfile(self.dir / record.kernel_path, self.dir / ".best.py.tmp")
@@ -143,10 +144,11 @@ class RunLog:
         self._beat()
 
     def _beat(self) -> None:
-        write_model(
-            self.dir / "heartbeat.json",
-            Heartbeat(pid=os.getpid(), host=socket.gethostname(), phase=self._phase),
-        )
+        with self._beat_lock:  # one temp file name: writers (threads of a parallel run) take turns
+            write_model(
+                self.dir / "heartbeat.json",
+                Heartbeat(pid=os.getpid(), host=socket.gethostname(), phase=self._phase),
+            )
 
     def start_heartbeat(self) -> None:
         def beat() -> None:

@@ -18,16 +18,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent.events import (
     FORMAT_VERSION,
+    READABLE_FORMAT_VERSIONS,
     BestEvent,
     BestRecord,
     ErrorEvent,
     Event,
     Heartbeat,
+    LeaseEvent,
     ModelCallEvent,
     RunEndEvent,
     RunInfo,
     RunSummary,
     ToolCallEvent,
+    TrajectoryEvent,
     TurnEndEvent,
     Usage,
     parse_event,
@@ -96,11 +99,14 @@ class RunStatus:
 
 @dataclass(frozen=True)
 class TurnData:
-    """The events of one turn, in log order; `end` is missing for a turn cut short by a kill."""
+    """The events of one turn, in log order; `end` is missing for a turn cut short by a kill.
+    In a parallel run turns are numbered per trajectory; `trajectory` is None for run-level events
+    that carry a turn (the final re-check)."""
 
     turn: int
     events: list[Event]
     end: TurnEndEvent | None
+    trajectory: int | None = None
 
     @property
     def model_calls(self) -> list[ModelCallEvent]:
@@ -228,6 +234,19 @@ class RunData:
         return events[-1].kernel_path if events else None
 
     @property
+    def parallel(self) -> bool:
+        """Written by `agent run --parallel` (or through an executor): events carry a trajectory."""
+        return any(e.trajectory is not None for e in self.events)
+
+    @property
+    def trajectories(self) -> list[TrajectoryData]:
+        return group_trajectories(self.events)
+
+    @property
+    def leases(self) -> list[LeaseSpan]:
+        return lease_spans(self.events)
+
+    @property
     def errors(self) -> list[ErrorEvent]:
         return [e for e in self.events if isinstance(e, ErrorEvent)]
 
@@ -237,16 +256,107 @@ class RunData:
 
 
 def group_turns(events: list[Event]) -> list[TurnData]:
-    """Events that carry a turn, grouped by it (ascending); run-level events are left out."""
-    by_turn: dict[int, list[Event]] = {}
+    """Events that carry a turn, grouped by trajectory and turn (ascending; run-level ones last)."""
+    by_turn: dict[tuple[int | None, int], list[Event]] = {}
     for event in events:
         turn = getattr(event, "turn", None)
         if turn is not None:
-            by_turn.setdefault(turn, []).append(event)
+            by_turn.setdefault((event.trajectory, turn), []).append(event)
+
+    def order(key: tuple[int | None, int]) -> tuple[bool, int, int]:
+        return (key[0] is None, key[0] or 0, key[1])  # a parallel run's re-check after its trajectories
+
     return [
-        TurnData(turn=n, events=evs, end=next((e for e in evs if isinstance(e, TurnEndEvent)), None))
-        for n, evs in sorted(by_turn.items())
+        TurnData(
+            turn=n, events=evs, end=next((e for e in evs if isinstance(e, TurnEndEvent)), None), trajectory=t
+        )
+        for (t, n), evs in sorted(by_turn.items(), key=lambda kv: order(kv[0]))
     ]
+
+
+@dataclass(frozen=True)
+class TrajectoryData:
+    """One trajectory of a parallel run: how it started and ended, and its turns."""
+
+    number: int
+    kind: str
+    from_kernel: str | None
+    exit_status: str | None
+    turns: list[TurnData]
+
+    @property
+    def benchmarks(self) -> list[ToolCallEvent]:
+        return [c for t in self.turns for c in t.tool_calls if c.name == "benchmark"]
+
+    @property
+    def best_speedup(self) -> float | None:
+        speedups = [c.result.get("speedup") for c in self.benchmarks if c.status == "ok"]
+        return max((s for s in speedups if isinstance(s, int | float)), default=None)
+
+
+def group_trajectories(events: list[Event]) -> list[TrajectoryData]:
+    numbers = sorted({e.trajectory for e in events if e.trajectory is not None})
+    turns = group_turns(events)
+    found = []
+    for number in numbers:
+        marks = [e for e in events if isinstance(e, TrajectoryEvent) and e.trajectory == number]
+        start = next((m for m in marks if m.action == "started"), None)
+        end = next((m for m in marks if m.action == "ended"), None)
+        found.append(
+            TrajectoryData(
+                number=number,
+                kind=start.kind if start else "sample",
+                from_kernel=start.from_kernel if start else None,
+                exit_status=end.exit_status if end else None,
+                turns=[t for t in turns if t.trajectory == number],
+            )
+        )
+    return found
+
+
+@dataclass(frozen=True)
+class LeaseSpan:
+    """One lease from its acquired event to its released one (`released` None: still held, or killed)."""
+
+    lease_id: str
+    kind: str
+    resource: str
+    trajectory: int | None
+    acquired: datetime
+    released: datetime | None
+
+
+def lease_spans(events: list[Event]) -> list[LeaseSpan]:
+    acquired: dict[str, LeaseEvent] = {}
+    released: dict[str, LeaseEvent] = {}
+    for e in events:
+        if isinstance(e, LeaseEvent):
+            (acquired if e.action == "acquired" else released)[e.lease_id] = e
+    spans = []
+    for lease_id, a in acquired.items():
+        start = _parse_time(a.timestamp)
+        end = _parse_time(released[lease_id].timestamp) if lease_id in released else None
+        if start is not None:
+            spans.append(LeaseSpan(lease_id, a.kind, a.resource, a.trajectory, start, end))
+    return sorted(spans, key=lambda s: s.acquired)
+
+
+def overlapping_leases(spans: list[LeaseSpan], cpu_problem: bool) -> list[tuple[LeaseSpan, LeaseSpan]]:
+    """Pairs of leases that must not overlap but do: two timings of one resource, and on a CPU problem
+    a timing and a compile (a timing shares its host with nothing)."""
+    bad = []
+    for i, a in enumerate(spans):
+        for b in spans[i + 1 :]:
+            same_gpu = a.kind == b.kind == "timing" and a.resource == b.resource
+            host_clock = cpu_problem and "timing" in (a.kind, b.kind)
+            if (same_gpu or host_clock) and _overlap(a, b):
+                bad.append((a, b))
+    return bad
+
+
+def _overlap(a: LeaseSpan, b: LeaseSpan) -> bool:
+    far = datetime.max.replace(tzinfo=a.acquired.tzinfo)
+    return a.acquired < (b.released or far) and b.acquired < (a.released or far)
 
 
 def _parse_time(stamp: str) -> datetime | None:
@@ -274,9 +384,10 @@ def _read_info(path: Path) -> RunInfo:
         version = _Versioned.model_validate_json(text).format_version
     except ValidationError as exc:
         raise RunReadError(f"{run_json} is not a run record ({_first_error(exc)})") from exc
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMAT_VERSIONS:
         raise RunReadError(
-            f"{path} was written by format version {version}; this agent reads {FORMAT_VERSION}"
+            f"{path} was written by format version {version}; this agent reads "
+            f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))}"
         )
     try:
         return RunInfo.model_validate_json(text)
@@ -312,7 +423,7 @@ def _read_optional(path: Path, model: type[M], notes: list[str]) -> M | None:
     text = path.read_text(encoding="utf-8")
     try:
         version = _Versioned.model_validate_json(text).format_version
-        if version != FORMAT_VERSION:
+        if version not in READABLE_FORMAT_VERSIONS:
             notes.append(f"{path.name} was written by format version {version}; ignored")
             return None
         return model.model_validate_json(text)

@@ -85,7 +85,8 @@ def test_not_a_run(command: str, tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_unknown_version(command: str, future_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([command, str(future_run)]) == 2
     assert (
-        f"error: {future_run} was written by format version 9; this agent reads 1" in capsys.readouterr().err
+        f"error: {future_run} was written by format version 9; this agent reads 1, 2"
+        in capsys.readouterr().err
     )
 
 
@@ -106,7 +107,7 @@ def test_ls(tmp_path: Path, future_run: Path, capsys: pytest.CaptureFixture[str]
     ]
     assert lines[1].split() == [future_run.name, "unreadable"]
     assert lines[2].split()[:3] == [SCRIPTED.name, "selective_scan_cpu", "scripted"]
-    assert lines[3] == f"{future_run} was written by format version 9; this agent reads 1"
+    assert lines[3] == f"{future_run} was written by format version 9; this agent reads 1, 2"
 
 
 def test_ls_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

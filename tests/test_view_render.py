@@ -200,7 +200,7 @@ def mixed_runs(root: Path) -> Path:
     shutil.copytree(COMPLETE, bad)
     info = RunInfo.model_validate_json((bad / "run.json").read_text())
     info = info.model_copy(
-        update={"format_version": 3, "run_id": bad.name, "started_at": "2026-11-30T00:00:00+00:00"}
+        update={"format_version": 5, "run_id": bad.name, "started_at": "2026-11-30T00:00:00+00:00"}
     )
     (bad / "run.json").write_text(info.model_dump_json())
     return bad
@@ -209,7 +209,7 @@ def mixed_runs(root: Path) -> Path:
 def test_ls_mixed_folder(tmp_path: Path) -> None:
     bad = mixed_runs(tmp_path)
     text = text_of(render_ls(list_runs(tmp_path, now=NOW)), width=300)
-    error = f"{bad} was written by format version 3; this agent reads 1"
+    error = f"{bad} was written by format version 5; this agent reads 1, 2"
     assert text == LS_WIDE.format(bad=error)
 
 

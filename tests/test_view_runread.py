@@ -129,8 +129,8 @@ def test_not_a_run(tmp_path: Path) -> None:
 def test_unknown_format_version(tmp_path: Path) -> None:
     run_dir = copy_run(COMPLETE, tmp_path)
     info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
-    (run_dir / "run.json").write_text(info.model_copy(update={"format_version": 2}).model_dump_json())
-    with pytest.raises(RunReadError, match="written by format version 2; this agent reads 1"):
+    (run_dir / "run.json").write_text(info.model_copy(update={"format_version": 3}).model_dump_json())
+    with pytest.raises(RunReadError, match="written by format version 3; this agent reads 1, 2"):
         load_run(run_dir)
 
 
@@ -148,7 +148,7 @@ def test_list_runs_newest_first_with_an_unreadable_one(tmp_path: Path) -> None:
         SCRIPTED.name,
     ]
     [bad] = [entry for entry in listings if entry.run is None]
-    assert bad.error == f"{broken} was written by format version 7; this agent reads 1"
+    assert bad.error == f"{broken} was written by format version 7; this agent reads 1, 2"
 
 
 def test_fixtures_match_their_generator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -32,7 +32,7 @@ from tools.results import (
     ShapeTiming,
     TimingStats,
 )
-from tools.sandbox import ChildOutcome, Deadline, cache_root, child_env, run_child
+from tools.sandbox import ChildOutcome, Deadline, cache_root, child_env, run_child, visible_gpu
 from tools.static_checks import RULES, check_source
 
 FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
@@ -441,10 +441,16 @@ def _overall_status(
 
 
 def benchmark(
-    problem: Problem, kernel_code: str, seed: int | None = None, *, refresh_reference: bool = False
+    problem: Problem,
+    kernel_code: str,
+    seed: int | None = None,
+    *,
+    refresh_reference: bool = False,
+    gpu: int | None = None,
 ) -> BenchResult:
     """Evaluate one candidate. `refresh_reference` re-times the reference instead of using the cached time
-    (a final re-check does this: on a busy host the cached figure may come from other conditions)."""
+    (a final re-check does this: on a busy host the cached figure may come from other conditions).
+    `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process)."""
     start = time.monotonic()
     env = collect_env(problem)
     master = seed if seed is not None else secrets.randbits(62)
@@ -460,7 +466,7 @@ def benchmark(
         return BenchResult(
             status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}", **base
         )
-    with Job.create(kernel_code) as job:
+    with Job.create(kernel_code) as job, visible_gpu(gpu):
         result = _evaluate(problem, kernel_code, job, master, env, flags, base, refresh_reference)
     result.notices += _integrity_notices(problem)
     result.seconds = time.monotonic() - start

@@ -5,6 +5,7 @@ a result channel the parent owns, and a deadline after which the whole group is 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import json
 import os
@@ -48,6 +49,9 @@ ENV_ALLOWLIST = (
 MAX_MESSAGE_BYTES = 4 << 20
 OUTPUT_HEAD = 6000
 OUTPUT_TAIL = 6000
+
+# The GPU this thread's evaluation runs on (benchmark/compile_kernel `gpu=`); its children see only it.
+_visible_gpu: contextvars.ContextVar[int | None] = contextvars.ContextVar("visible_gpu", default=None)
 
 _live_groups: set[int] = set()
 _live_lock = threading.Lock()
@@ -94,6 +98,21 @@ def _gpu_arch() -> str | None:
     return first or None
 
 
+@contextlib.contextmanager
+def visible_gpu(gpu: int | None) -> Any:
+    """Child processes started in this block see only GPU `gpu` (an index into the visible GPUs)."""
+    token = _visible_gpu.set(gpu)
+    try:
+        yield
+    finally:
+        _visible_gpu.reset(token)
+
+
+def _cuda_visible_devices(gpu: int) -> str:
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return visible[gpu] if gpu < len(visible) else str(gpu)
+
+
 def child_env(
     workdir: Path, extra: dict[str, str] | None = None, *, harness: Path | None = None
 ) -> dict[str, str]:
@@ -119,6 +138,8 @@ def child_env(
         TORCH_EXTENSIONS_DIR=str(workdir / "torch_extensions"),
     )
     (workdir / "tmp").mkdir(parents=True, exist_ok=True)
+    if (gpu := _visible_gpu.get()) is not None:
+        env["CUDA_VISIBLE_DEVICES"] = _cuda_visible_devices(gpu)
     env.update(extra or {})
     return env
 

@@ -3,10 +3,14 @@
 A trajectory is YAML: `steps`, each with optional `reasoning`, `text` and `tool_calls`
 (`name` plus `kernel_file`, relative to the trajectory's folder). Step i answers the i-th model call,
 so a resumed run picks up where the log ends. Nothing is generated: zero tokens, zero cost.
+
+In a parallel run every sample plays the whole trajectory (the same kernels, each measured for real), and
+a branch from the best kernel plays the steps after the one that wrote that kernel (`branch_from`).
 """
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,9 +69,23 @@ class ScriptedProvider:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.trajectory, self.kernels = load_trajectory(path)
+        self.start = 0  # the step that answers the first model call
+
+    def branch_from(self, kernel_code: str) -> ScriptedProvider:
+        """A playback for a branch starting at `kernel_code`: the steps after the last one that wrote it
+        (the whole trajectory when none did; nothing but the closing message when it was the last)."""
+        steps = self.trajectory.steps
+        wrote = [
+            i
+            for i, step in enumerate(steps)
+            if any(self.kernels[c.kernel_file] == kernel_code for c in step.tool_calls)
+        ]
+        branch = copy.copy(self)
+        branch.start = wrote[-1] + 1 if wrote else 0
+        return branch
 
     def complete(self, system: str, tools: list[dict[str, Any]], messages: list[Message]) -> ModelReply:
-        index = sum(1 for m in messages if m["role"] == "assistant")
+        index = self.start + sum(1 for m in messages if m["role"] == "assistant")
         if index >= len(self.trajectory.steps):
             return ModelReply(
                 content=[{"type": "text", "text": f"End of {PLAYBACK}."}], stop_reason="end_turn"

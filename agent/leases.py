@@ -1,0 +1,168 @@
+"""Leases: who may compile and who may time, on this machine, right now.
+
+- A **timing** lease is exclusive per resource: one GPU (`gpu0`, `gpu1`, ...) for a CUDA problem, the
+  whole host (`host`) for a CPU problem.
+- A **compile** lease is one slot of a CPU pool sized to the cores (`cpu`).
+- On a CPU problem the host clock times the candidate, so a timing must not overlap a compile: compiles
+  take the host lock shared, a timing takes it exclusive (a readers-writer lock that lets a waiting
+  timing in before new compiles, so timings are not starved).
+
+Every acquire and release is reported to `on_event` as a `LeaseEvent`, acquired once held and released
+just before it is given back: the run log then shows, with timestamps, that leases never overlapped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from agent.events import LeaseEvent
+
+
+def cpu_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def visible_gpu_count() -> int:
+    """GPUs this process may use, without initialising CUDA here: CUDA_VISIBLE_DEVICES, else nvidia-smi."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU ")) if out.returncode == 0 else 0
+
+
+class SharedExclusiveLock:
+    """Many holders in shared mode or one in exclusive mode; a waiting exclusive holder goes first."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._shared = 0
+        self._exclusive = False
+        self._waiting_exclusive = 0
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
+            self._shared += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._shared -= 1
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting_exclusive += 1
+            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
+            self._waiting_exclusive -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+class GpuPool:
+    """Local GPUs, each lent to one timing at a time; a trajectory prefers its home GPU when it is free."""
+
+    def __init__(self, gpus: list[int]) -> None:
+        if not gpus:
+            raise ValueError("GpuPool needs at least one GPU")
+        self.gpus = list(gpus)
+        self._free = set(gpus)
+        self._cond = threading.Condition()
+
+    def home(self, trajectory: int) -> int:
+        return self.gpus[(trajectory - 1) % len(self.gpus)]
+
+    @contextlib.contextmanager
+    def lend(self, prefer: int) -> Iterator[int]:
+        with self._cond:
+            self._cond.wait_for(lambda: bool(self._free))
+            gpu = prefer if prefer in self._free else min(self._free)
+            self._free.remove(gpu)
+        try:
+            yield gpu
+        finally:
+            with self._cond:
+                self._free.add(gpu)
+                self._cond.notify_all()
+
+
+EventSink = Callable[[LeaseEvent], None]
+
+
+class Leases:
+    """The leases of one machine for one problem. `gpus` is None (or empty) for a CPU problem."""
+
+    def __init__(self, gpus: list[int] | None, compile_slots: int | None = None) -> None:
+        self.gpu_pool = GpuPool(gpus) if gpus else None
+        self.compile_slots = compile_slots or cpu_cores()
+        self._compile_pool = threading.BoundedSemaphore(self.compile_slots)
+        self._host = SharedExclusiveLock()
+        self._ids = itertools.count(1)
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu_pool is not None
+
+    @contextlib.contextmanager
+    def compile(self, on_event: EventSink, trajectory: int | None, kernel_path: str | None) -> Iterator[None]:
+        started = time.monotonic()
+        with self._compile_pool, self._host.shared() if not self.on_gpu else contextlib.nullcontext():
+            with self._held(on_event, "compile", "cpu", trajectory, kernel_path, started):
+                yield
+
+    @contextlib.contextmanager
+    def timing(
+        self, on_event: EventSink, trajectory: int | None, kernel_path: str | None
+    ) -> Iterator[int | None]:
+        """Yields the GPU to time on (None for a CPU problem, which holds the whole host)."""
+        started = time.monotonic()
+        if self.gpu_pool is None:
+            with (
+                self._host.exclusive(),
+                self._held(on_event, "timing", "host", trajectory, kernel_path, started),
+            ):
+                yield None
+            return
+        with self.gpu_pool.lend(self.gpu_pool.home(trajectory or 1)) as gpu:
+            with self._held(on_event, "timing", f"gpu{gpu}", trajectory, kernel_path, started):
+                yield gpu
+
+    @contextlib.contextmanager
+    def _held(
+        self,
+        on_event: EventSink,
+        kind: str,
+        resource: str,
+        trajectory: int | None,
+        kernel_path: str | None,
+        asked: float,
+    ) -> Iterator[None]:
+        lease_id = f"{kind[0]}{next(self._ids)}"
+        base = {"lease_id": lease_id, "kind": kind, "resource": resource, "kernel_path": kernel_path}
+        acquired = time.monotonic()
+        on_event(LeaseEvent(action="acquired", trajectory=trajectory, waited_s=acquired - asked, **base))
+        try:
+            yield
+        finally:
+            held = time.monotonic() - acquired
+            on_event(LeaseEvent(action="released", trajectory=trajectory, held_s=held, **base))

@@ -1,0 +1,180 @@
+"""`--executor ray`: compiles and evaluations as Ray tasks, on a local instance or a real cluster.
+
+Each task runs the ordinary evaluator (`agent.executor.LocalEvaluator`) on the node Ray picks, so
+everything the harness guarantees holds there unchanged: the truth worker, the isolated candidate worker
+and the parent that judges run together on that node, and the verdict is computed there. What comes
+back is the result's JSON, validated into `CompileResult` / `BenchResult` here; nothing else crosses.
+
+Leasing is Ray's resource accounting: a compile asks for 1 CPU; an evaluation of a CUDA problem asks
+for 1 GPU (Ray sets CUDA_VISIBLE_DEVICES, which the evaluator's child processes inherit); an evaluation of
+a CPU problem asks for every CPU of a node (`timing_cpus`), so it never shares a node with a compile.
+Each task reports when it started and ended on its node; those become the run log's lease events.
+
+The driver ships its own `agent/` and `tools/` to the workers (`py_modules`), so every node evaluates
+with the driver's harness; the nodes need the dependencies (`pip install 'kernel-agent[ray]'`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from agent.events import LeaseEvent
+from agent.executor import ignore_event, needs_timing, not_compiled
+from tools.problem import Problem
+from tools.results import BenchResult, CompileResult
+
+HARNESS_ROOT = Path(__file__).resolve().parent.parent
+PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
+
+
+def runtime_env(local: bool) -> dict[str, Any]:
+    """The harness code for every worker, and the commit it is (the shipped copy has no .git); on a
+    local instance also this process's harness settings (build cache, isolation mode)."""
+    from tools.envinfo import harness_sha
+
+    env_vars = {k: os.environ[k] for k in PASSED_ENV if k in os.environ} if local else {}
+    env_vars["KERNEL_AGENT_HARNESS_SHA"] = harness_sha()
+    return {"py_modules": [str(HARNESS_ROOT / "agent"), str(HARNESS_ROOT / "tools")], "env_vars": env_vars}
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the cluster at `address` (or start a local instance) unless this process already has."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    local = address is None
+    ray.init(
+        address=address,
+        num_cpus=num_cpus if local else None,
+        include_dashboard=False,
+        runtime_env=runtime_env(local),
+        log_to_driver=False,
+    )
+
+
+def _task_record(started: float, payload: str) -> dict[str, Any]:
+    import ray
+
+    ctx = ray.get_runtime_context()
+    return {
+        "payload": payload,
+        "started": started,
+        "ended": time.time(),
+        "node": ctx.get_node_id()[:8],
+        "gpus": [str(g) for g in ray.get_gpu_ids()],
+    }
+
+
+def remote_compile(problem_json: str, code: str) -> dict[str, Any]:
+    """On a worker: one compile with the ordinary evaluator."""
+    from agent.executor import LocalEvaluator
+
+    started = time.time()
+    result = LocalEvaluator().compile(Problem.model_validate_json(problem_json), code)
+    return _task_record(started, result.model_dump_json())
+
+
+def remote_evaluate(problem_json: str, code: str, seed: int | None) -> dict[str, Any]:
+    """On a worker: one evaluation with the ordinary evaluator, on the GPU Ray gave this task (if any)."""
+    from agent.executor import LocalEvaluator
+
+    started = time.time()
+    result = LocalEvaluator().evaluate(Problem.model_validate_json(problem_json), code, None, seed=seed)
+    return _task_record(started, result.model_dump_json())
+
+
+def node_cpus() -> int:
+    """CPUs of the smallest alive node: a CPU timing asking for this many has its node to itself."""
+    import ray
+
+    cpus = [n["Resources"].get("CPU", 0) for n in ray.nodes() if n.get("Alive")]
+    return max(1, int(min(c for c in cpus if c > 0)))
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
+
+
+class RayExecutor:
+    def __init__(self, address: str | None = None, *, timing_cpus: int | None = None) -> None:
+        import ray
+
+        connect(address)
+        self._ray = ray
+        self._compile = ray.remote(remote_compile).options(num_cpus=1, max_retries=0)
+        self._timing_cpus = timing_cpus or node_cpus()
+        self._evaluate = ray.remote(remote_evaluate)
+        self._in_flight: set[Any] = set()
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self.on_event: Callable[[LeaseEvent], None] = ignore_event
+
+    def _call(self, task: Any, *args: Any) -> dict[str, Any]:
+        ref = task.remote(*args)
+        with self._lock:
+            self._in_flight.add(ref)
+        try:
+            return self._ray.get(ref)
+        finally:
+            with self._lock:
+                self._in_flight.discard(ref)
+
+    def _record(
+        self, kind: str, task: dict[str, Any], trajectory: int | None, kernel_path: str | None
+    ) -> None:
+        lease_id = f"ray-{kind[0]}{next(self._ids)}"
+        gpus = ",".join(task["gpus"])
+        resource = f"ray:{task['node']}:" + (f"gpu{gpus}" if kind == "timing" and gpus else "cpu")
+        base = {"lease_id": lease_id, "kind": kind, "resource": resource, "kernel_path": kernel_path}
+        held = task["ended"] - task["started"]
+        self.on_event(
+            LeaseEvent(timestamp=iso(task["started"]), action="acquired", trajectory=trajectory, **base)
+        )
+        self.on_event(
+            LeaseEvent(
+                timestamp=iso(task["ended"]), action="released", trajectory=trajectory, held_s=held, **base
+            )
+        )
+
+    def compile(
+        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+    ) -> CompileResult:
+        task = self._call(self._compile, problem.model_dump_json(), code)
+        self._record("compile", task, trajectory, kernel_path)
+        return CompileResult.model_validate_json(task["payload"])
+
+    def benchmark(
+        self,
+        problem: Problem,
+        code: str,
+        trajectory: int | None = None,
+        seed: int | None = None,
+        kernel_path: str | None = None,
+    ) -> BenchResult:
+        compiled = self.compile(problem, code, trajectory, kernel_path)
+        if not needs_timing(compiled):
+            return not_compiled(problem, compiled)
+        if problem.spec.device == "cuda":
+            task_fn = self._evaluate.options(num_gpus=1, num_cpus=1, max_retries=0)
+        else:
+            task_fn = self._evaluate.options(num_cpus=self._timing_cpus, max_retries=0)
+        task = self._call(task_fn, problem.model_dump_json(), code, seed)
+        self._record("timing", task, trajectory, kernel_path)
+        return BenchResult.model_validate_json(task["payload"])
+
+    def kill_all(self) -> None:
+        with self._lock:
+            refs = list(self._in_flight)
+        for ref in refs:
+            self._ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        self.kill_all()

@@ -1,0 +1,196 @@
+"""Candidates per hour with N parallel trajectories: a benchmark, not a test.
+
+    python bench/throughput.py problems/selective_scan_cpu.yaml --parallel 1,2 --candidates 4
+    python bench/throughput.py problems/selective_scan.yaml --parallel 1,2,4 --gpus 0,1 --cached
+
+Each of N threads plays a trajectory: it takes the next candidate, waits `--think` seconds (a stand-in for
+the model's turn), then benchmarks it through the run's executor (a compile lease, then a timing lease:
+exactly what `agent run --parallel N` does per benchmark call). Candidates are the problem's scripted
+kernels, each with a unique comment in its C++/CUDA source so every compile is a real build, as with a
+model writing new code every turn. `--cached` builds them all first (not timed): what is left is
+evaluation throughput, which is what more GPUs buy. Prints one Markdown row per configuration (and
+`--json` writes them): date, hardware, N, candidates finished, wall time, candidates/hour, mean seconds
+holding and waiting for compile and timing leases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import platform
+import queue
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from agent.events import LeaseEvent  # noqa: E402
+from agent.executor import Executor, LeasedExecutor, LocalEvaluator  # noqa: E402
+from agent.leases import Leases, cpu_cores, visible_gpu_count  # noqa: E402
+from tools.problem import Problem, load_problem  # noqa: E402
+
+
+def scripted_kernels(problem: Problem) -> list[str]:
+    if not problem.spec.trajectory:
+        raise SystemExit(f"{problem.path}: no scripted trajectory to take candidates from")
+    path = (problem.path.parent / problem.spec.trajectory).resolve()
+    steps = yaml.safe_load(path.read_text())["steps"]
+    return [(path.parent / c["kernel_file"]).read_text() for s in steps for c in s.get("tool_calls", [])]
+
+
+def with_nonce(code: str, tag: str) -> str:
+    """The same kernel under a new build key: a comment in the first native source it holds."""
+    return code.replace("#include", f"// throughput candidate {tag}\n#include", 1)
+
+
+def candidates(problem: Problem, count: int, tag: str) -> list[str]:
+    kernels = scripted_kernels(problem)
+    return [with_nonce(kernels[i % len(kernels)], f"{tag}-{i}") for i in range(count)]
+
+
+def cached_candidates(problem: Problem, count: int) -> list[str]:
+    """The scripted kernels as they are, built now (not timed), and one evaluation to cache the
+    reference's times: what the measurement then sees is evaluation alone."""
+    kernels = scripted_kernels(problem)
+    evaluator = LocalEvaluator()
+    with cf.ThreadPoolExecutor(cpu_cores()) as pool:
+        statuses = list(pool.map(lambda code: evaluator.compile(problem, code).status, kernels))
+    warm = evaluator.evaluate(problem, kernels[-1], 0 if problem.spec.device == "cuda" else None)
+    print(f"prebuilt {len(kernels)} kernels: {statuses}; warm-up evaluation: {warm.status}", file=sys.stderr)
+    return [kernels[i % len(kernels)] for i in range(count)]
+
+
+def make_executor(kind: str, gpus: list[int] | None, ray_address: str | None) -> Executor:
+    if kind == "ray":
+        from agent.ray_executor import RayExecutor
+
+        return RayExecutor(ray_address)
+    return LeasedExecutor(Leases(gpus))
+
+
+def lease_seconds(events: list[LeaseEvent], kind: str, field: str) -> float:
+    values = [getattr(e, field) for e in events if e.kind == kind and getattr(e, field) is not None]
+    return round(statistics.fmean(values), 2) if values else 0.0
+
+
+def measure(
+    problem: Problem, executor: Executor, parallel: int, codes: list[str], minutes: float, think: float
+) -> dict[str, Any]:
+    events: list[LeaseEvent] = []
+    executor.on_event = events.append
+    todo: queue.Queue[str] = queue.Queue()
+    for code in codes:
+        todo.put(code)
+    started = time.monotonic()
+    deadline = started + minutes * 60
+
+    def trajectory(number: int) -> list[str]:
+        statuses = []
+        while time.monotonic() < deadline:
+            try:
+                code = todo.get_nowait()
+            except queue.Empty:
+                break
+            time.sleep(think)
+            statuses.append(executor.benchmark(problem, code, trajectory=number).status)
+        return statuses
+
+    with cf.ThreadPoolExecutor(parallel) as pool:
+        statuses = [s for result in pool.map(trajectory, range(1, parallel + 1)) for s in result]
+    wall = time.monotonic() - started
+    return {
+        "parallel": parallel,
+        "candidates": len(statuses),
+        "correct": statuses.count("ok"),
+        "wall_s": round(wall, 1),
+        "per_hour": round(len(statuses) / wall * 3600, 1) if statuses else 0.0,
+        "compile_held_s": lease_seconds(events, "compile", "held_s"),
+        "compile_wait_s": lease_seconds(events, "compile", "waited_s"),
+        "timing_held_s": lease_seconds(events, "timing", "held_s"),
+        "timing_wait_s": lease_seconds(events, "timing", "waited_s"),
+    }
+
+
+def hardware(problem: Problem, gpus: list[int] | None) -> dict[str, Any]:
+    from tools.envinfo import collect_env
+
+    env = collect_env(problem)
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "host": env.host,
+        "cpu": cpu,
+        "cores": cpu_cores(),
+        "gpu": env.gpu,
+        "gpus": gpus,
+        "torch": env.torch,
+        "harness_sha": env.harness_sha,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("problem")
+    p.add_argument("--parallel", default="1,2", help="trajectory counts to measure, e.g. 1,2,4")
+    p.add_argument("--candidates", type=int, default=4, help="candidates per configuration")
+    p.add_argument("--minutes", type=float, default=30.0, help="stop taking candidates after this long")
+    p.add_argument("--think", type=float, default=0.0, help="seconds of 'model time' before each candidate")
+    p.add_argument("--gpus", help="GPUs to spread timings over (default: all visible, for a CUDA problem)")
+    p.add_argument("--cached", action="store_true", help="build every candidate first; time evaluation only")
+    p.add_argument("--executor", choices=["local", "ray"], default="local")
+    p.add_argument("--ray-address")
+    p.add_argument("--json", type=Path, help="append one JSON object per configuration to this file")
+    args = p.parse_args(argv)
+
+    problem = load_problem(args.problem)
+    gpus = None
+    if problem.spec.device == "cuda":
+        gpus = (
+            [int(g) for g in args.gpus.split(",")] if args.gpus else list(range(visible_gpu_count())) or None
+        )
+    info = hardware(problem, gpus)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    shared = cached_candidates(problem, args.candidates) if args.cached else []
+    mode = "cached builds" if args.cached else "fresh builds"
+    print(
+        f"{problem.name} · {mode} · think {args.think:g}s · {info['cpu']} ({info['cores']} cores) · GPU {info['gpu']} {gpus}"
+    )
+    print(
+        "| N | candidates | correct | wall s | candidates/h | compile held / wait s | timing held / wait s |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for n in [int(x) for x in args.parallel.split(",")]:
+        codes = shared or candidates(problem, args.candidates, f"{stamp}-n{n}")
+        row = measure(
+            problem, make_executor(args.executor, gpus, args.ray_address), n, codes, args.minutes, args.think
+        )
+        print(
+            f"| {n} | {row['candidates']} | {row['correct']} | {row['wall_s']} | {row['per_hour']} | "
+            f"{row['compile_held_s']} / {row['compile_wait_s']} | {row['timing_held_s']} / {row['timing_wait_s']} |",
+            flush=True,
+        )
+        if args.json:
+            record = {**info, "problem": problem.name, "mode": mode, "think_s": args.think, **row}
+            with args.json.open("a") as out:
+                out.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""Leases without builds: many threads through `LeasedExecutor`, the overlap check on the lease events.
+
+The evaluator here runs a real child process for each compile and evaluation (`sleep`), so the threads
+really wait on each other; what is checked is what the run log would say (agent.runread's spans).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.events import LeaseEvent
+from agent.executor import LeasedExecutor
+from agent.leases import Leases
+from agent.runread import LeaseSpan, lease_spans, overlapping_leases
+from tools.problem import Problem, load_problem
+from tools.results import BenchResult, CompileResult
+
+TINY = Path(__file__).parent / "problems" / "scan_tiny.yaml"
+
+
+class SleepEvaluator:
+    """Each call is one child process that sleeps; `evaluate` notes the GPU it was given."""
+
+    def __init__(self, seconds: float = 0.15) -> None:
+        self.seconds = seconds
+        self.gpus: list[int | None] = []
+
+    def compile(self, problem: Problem, code: str) -> CompileResult:
+        subprocess.run(["sleep", str(self.seconds)], check=True)
+        status = "compile_error" if "broken" in code else "ok"
+        return CompileResult(status=status, message=status, kernel_hash=code[:8])
+
+    def evaluate(self, problem: Problem, code: str, gpu: int | None, seed: int | None = None) -> BenchResult:
+        self.gpus.append(gpu)
+        subprocess.run(["sleep", str(self.seconds)], check=True)
+        return BenchResult(status="ok", correct=True, speedup=1.0, message="ok")
+
+    def kill_all(self) -> None:
+        pass
+
+
+def hammer(executor: LeasedExecutor, trajectories: int, per_trajectory: int) -> list[LeaseEvent]:
+    events: list[LeaseEvent] = []
+    executor.on_event = events.append
+    problem = load_problem(TINY)
+
+    def trajectory(k: int) -> None:
+        for i in range(per_trajectory):
+            executor.benchmark(problem, f"kernel {k}-{i}", trajectory=k)
+
+    with cf.ThreadPoolExecutor(trajectories) as pool:
+        list(pool.map(trajectory, range(1, trajectories + 1)))
+    return events
+
+
+def overlaps_any(spans: list[LeaseSpan], a_kind: str, b_kind: str, different_resource: bool = False) -> bool:
+    return any(
+        a.kind == a_kind
+        and b.kind == b_kind
+        and a is not b
+        and (not different_resource or a.resource != b.resource)
+        and a.acquired < (b.released or a.acquired)
+        and b.acquired < (a.released or b.acquired)
+        for a in spans
+        for b in spans
+    )
+
+
+def test_gpu_timings_never_share_a_gpu_and_spread_over_all() -> None:
+    evaluator = SleepEvaluator()
+    executor = LeasedExecutor(Leases(gpus=[0, 1], compile_slots=4), evaluator)
+    spans = lease_spans(hammer(executor, trajectories=4, per_trajectory=3))
+    assert len(spans) == 24
+    assert all(s.released is not None for s in spans)
+    assert overlapping_leases(spans, cpu_problem=False) == []
+    assert {s.resource for s in spans if s.kind == "timing"} == {"gpu0", "gpu1"}
+    assert set(evaluator.gpus) == {0, 1}
+    assert overlaps_any(spans, "timing", "timing", different_resource=True), (
+        "the two GPUs never worked at once"
+    )
+
+
+def test_cpu_timing_never_overlaps_a_compile() -> None:
+    executor = LeasedExecutor(Leases(gpus=None, compile_slots=3), SleepEvaluator())
+    spans = lease_spans(hammer(executor, trajectories=4, per_trajectory=3))
+    assert {s.resource for s in spans if s.kind == "timing"} == {"host"}
+    assert overlapping_leases(spans, cpu_problem=True) == []
+    assert overlaps_any(spans, "compile", "compile"), "compiles never ran side by side"
+
+
+def test_a_kernel_that_does_not_compile_is_not_timed() -> None:
+    executor = LeasedExecutor(Leases(gpus=None), SleepEvaluator(0.01))
+    events: list[LeaseEvent] = []
+    executor.on_event = events.append
+    result = executor.benchmark(load_problem(TINY), "broken kernel", trajectory=1)
+    assert result.status == "compile_error"
+    assert not result.correct
+    assert {e.kind for e in events} == {"compile"}
+
+
+def span(kind: str, resource: str, start: float, end: float | None) -> LeaseSpan:
+    t0 = datetime(2026, 11, 29, tzinfo=UTC)
+    released = t0 + timedelta(seconds=end) if end is not None else None
+    return LeaseSpan(f"{kind}{start}", kind, resource, 1, t0 + timedelta(seconds=start), released)
+
+
+@pytest.mark.parametrize(
+    ("spans", "cpu_problem", "bad"),
+    [
+        ([span("timing", "gpu0", 0, 2), span("timing", "gpu0", 1, 3)], False, 1),
+        ([span("timing", "gpu0", 0, 2), span("timing", "gpu1", 1, 3)], False, 0),
+        ([span("timing", "gpu0", 0, 2), span("timing", "gpu0", 2, 3)], False, 0),
+        ([span("timing", "gpu0", 0, None), span("timing", "gpu0", 5, 6)], False, 1),
+        ([span("compile", "cpu", 0, 2), span("timing", "host", 1, 3)], True, 1),
+        ([span("compile", "cpu", 0, 2), span("timing", "gpu0", 1, 3)], False, 0),
+        ([span("compile", "cpu", 0, 2), span("compile", "cpu", 1, 3)], True, 0),
+    ],
+)
+def test_the_overlap_check_finds_what_it_must(spans: list[LeaseSpan], cpu_problem: bool, bad: int) -> None:
+    assert len(overlapping_leases(spans, cpu_problem)) == bad
+
+
+def test_gpu_keyword_sets_the_childrens_visible_device(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tools.sandbox import child_env, visible_gpu
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert "CUDA_VISIBLE_DEVICES" not in child_env(tmp_path)
+    with visible_gpu(1):
+        assert child_env(tmp_path)["CUDA_VISIBLE_DEVICES"] == "1"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")  # an index into what this process may use
+    with visible_gpu(1):
+        env = child_env(tmp_path)
+        with cf.ThreadPoolExecutor(1) as pool:  # another thread's evaluations are not affected
+            other = pool.submit(child_env, tmp_path).result()
+    assert env["CUDA_VISIBLE_DEVICES"] == "5"
+    assert other["CUDA_VISIBLE_DEVICES"] == "4,5"
+    assert child_env(tmp_path)["CUDA_VISIBLE_DEVICES"] == "4,5"

@@ -50,6 +50,18 @@ class KernelResources(Model):
     shared_bytes: int | None = None
 
 
+class CompileStep(Model):
+    """One compiler run of a build, as the harness's compiler shim recorded it (tools/ccshim.py)."""
+
+    output: str  # the object file, e.g. main.o, cuda.cuda.o
+    kind: str  # cxx or nvcc
+    object: Literal["hit", "miss"]  # served from the object cache, or compiled
+    pch: str | None = None  # the precompiled header: used, built, busy, no_room, build_failed, rejected, ...
+    pch_build_s: float = 0.0
+    seconds: float
+    rc: int = 0
+
+
 class BuildInfo(Model):
     name: str
     key: str
@@ -57,6 +69,7 @@ class BuildInfo(Model):
     seconds: float
     ok: bool
     kernels: list[KernelResources] = Field(default_factory=list)
+    compiles: list[CompileStep] = Field(default_factory=list)
 
 
 class CompileResult(Model):

@@ -30,9 +30,11 @@ AXPY = (Path(__file__).parent / "candidates" / "cuda_axpy.py").read_text()
 RUN = os.urandom(4).hex()  # fresh sources on every run
 
 
-def candidate(binding: str, kernel: str) -> str:
+def candidate(binding: str, kernel: str, include_twice: bool = False) -> str:
     """cuda_axpy with tagged binding and kernel sources (same extension name, same flags)."""
+    twice = "#include <torch/extension.h>\n" if include_twice else ""
     edits = {
+        "#include <torch/extension.h>\n": f"#include <torch/extension.h>\n{twice}",
         'name="test_cuda_axpy"': 'name="test_cache_axpy"',
         'CPP_SRC = r"""\n': f'CPP_SRC = r"""\n// binding {RUN}-{binding}\n',
         'CUDA_SRC = r"""\n': f'CUDA_SRC = r"""\n// kernel {RUN}-{kernel}\n',
@@ -75,7 +77,7 @@ def builds(problem: Problem, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             ("c", "B1", "K1"),
             ("d", "B2", "K1"),
         ):
-            result = compile_kernel(problem, candidate(binding, kernel))
+            result = compile_kernel(problem, candidate(binding, kernel, include_twice=label == "d"))
             assert result.status == "ok", result.message + result.output[-3000:]
             assert not result.cached
             done[label] = result
@@ -88,7 +90,8 @@ def test_the_precompiled_header_is_built_on_a_flag_sets_second_build_and_then_us
     assert step(a, "main.o").pch == "first_sighting"
     assert pch_line(log_of(a)) == ""  # no PCH yet: gcc read the real header
     assert step(b, "main.o").pch == "built"
-    # d's binding is new (compiled, not reused) and gcc itself reports reading the PCH ("!" = used)
+    # d's binding is new (compiled, not reused) and gcc itself reports reading the PCH ("!" = used); it
+    # includes the header twice, as load_inline's implicit include plus a candidate's own one does
     assert step(d, "main.o").object == "miss"
     assert step(d, "main.o").pch == "used"
     line = pch_line(log_of(d))
@@ -211,15 +214,23 @@ def test_a_real_build_under_a_small_cap_evicts_older_builds_but_not_itself(
         shutil.copytree(build_cache_dir() / f"{b.name}-{b.key}", seeded / f"{b.name}-{b.key}")
     shutil.copytree(build_cache_dir() / cache.OBJECTS, seeded / cache.OBJECTS)
     for path in cache.entries(seeded):
-        cache.touch(path.path)
         os.utime(path.path, (time.time() - 600, time.time() - 600))
     monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
     monkeypatch.setenv("KERNEL_AGENT_CACHE_MAX_MB", "1")
     # a's binding with c's kernel: a new build whose objects are both seeded, so only the link runs
     fresh = compile_kernel(problem, candidate("B0", "K1"))
     assert fresh.status == "ok", fresh.message + fresh.output[-3000:]
-    assert {s.object for s in fresh.builds[0].compiles} == {"hit"}
+    steps = fresh.builds[0].compiles
+    assert {s.object for s in steps if s.kind != "link"} == {"hit"}
+    assert [s.linker for s in steps if s.kind == "link"] == (["gold"] if shutil.which("ld.gold") else [])
     left = {e.path.name for e in cache.entries(seeded)}
-    assert left == {
-        f"{fresh.builds[0].name}-{fresh.builds[0].key}"
-    }  # everything older went; the new one stays
+    new = f"{fresh.builds[0].name}-{fresh.builds[0].key}"
+    assert left == {new}  # everything older went; the new one stays
+
+
+def test_eviction_sweeps_private_folders_of_dead_builders_only_when_old(tmp_path: Path) -> None:
+    dead = make_entry(tmp_path / cache.PCH / ".tmp-k-dead", 1, age_s=2 * 3600)
+    live = make_entry(tmp_path / cache.PCH / ".tmp-k-live", 1, age_s=60)
+    cache.evict(tmp_path, limit=100 * 2**20)
+    assert not dead.exists()
+    assert live.is_dir()

@@ -267,12 +267,22 @@ def compile_limits() -> Iterator[None]:
         shutil.rmtree(bindir, ignore_errors=True)
 
 
+def toolchain() -> str:
+    """What the shim's cache keys need beyond a compile's arguments: the installs behind the -isystem dirs."""
+    nvcc = Path(cpp_extension.CUDA_HOME or "/nonexistent") / "bin" / "nvcc"
+    stamp = [nvcc.stat().st_size, nvcc.stat().st_mtime_ns] if nvcc.is_file() else None
+    return json.dumps([torch.__version__, torch.version.cuda, torch.__file__, sys.version, str(nvcc), stamp])
+
+
 def _shim_script(kind: str, root: Path, real: str) -> str:
-    toolchain = json.dumps(
-        [torch.__version__, torch.version.cuda, cuda_arch(), sys.version_info[:2], torch.__file__]
+    """Compiles and links go to the shim; anything else (torch's version probes) straight to the compiler."""
+    shim = " ".join(
+        shlex.quote(a) for a in [sys.executable, "-S", str(SHIM), kind, str(root), toolchain(), real]
     )
-    argv = [sys.executable, str(SHIM), kind, str(root), toolchain, real]
-    return "#!/bin/sh\nexec " + " ".join(shlex.quote(a) for a in argv) + ' "$@"\n'
+    compiler = " ".join(shlex.quote(a) for a in shlex.split(real))
+    return (
+        f'#!/bin/sh\ncase " $* " in *" -c "*|*" -shared "*) exec {shim} "$@" ;; esac\nexec {compiler} "$@"\n'
+    )
 
 
 @contextlib.contextmanager

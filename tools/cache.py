@@ -17,6 +17,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -138,6 +139,16 @@ def _remove(entry: Path, cache: Path) -> bool:
     return True
 
 
+def _sweep_stale_tmp(cache: Path, older_than_s: float = 3600) -> None:
+    """Private folders of object and PCH builds whose process died (a build's own `.tmp` is swept by jobs)."""
+    now = time.time()
+    for folder in (cache / OBJECTS, cache / PCH):
+        for path in folder.glob(".tmp-*") if folder.is_dir() else []:
+            with contextlib.suppress(OSError):
+                if now - path.stat().st_mtime > older_than_s:
+                    shutil.rmtree(path, ignore_errors=True)
+
+
 def evict(cache: Path, limit: int | None = None) -> list[Path]:
     """Remove least-recently used, unpinned entries until the cache fits `limit` bytes; returns what went.
 
@@ -151,6 +162,7 @@ def evict(cache: Path, limit: int | None = None) -> list[Path]:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             return []
+        _sweep_stale_tmp(cache)
         found = sorted(entries(cache), key=lambda e: e.last_use)
         total = sum(e.size for e in found)
         removed = []

@@ -6,13 +6,16 @@ compiler, PYTORCH_NVCC for nvcc) for the duration of one build, so ninja still d
   ccshim.py KIND CACHE TOOLCHAIN REAL_COMPILER ARGS...
 
 A single-source compile (`-c SRC -o OUT`) is looked up in the object cache (`CACHE/.objects/<key>`, key:
-the real compiler, torch/CUDA/Python versions, the arguments with the build folder's paths taken out and
-the source's bytes; every header it read outside the torch install is checked by size and mtime). A hit
+the real compiler, torch/CUDA/Python versions and installs, the arguments with the build folder's paths
+taken out, the source's bytes; the headers its depfile lists, which for gcc's -MMD are those outside the
+-isystem dirs, are checked by size and mtime). A hit
 copies the object and replays the compiler's output (ptxas reports included). A C++ source whose first
 line includes <torch/extension.h> is compiled against the harness's precompiled header
 (`CACHE/.pch/<key>/torch/extension.h.gch`, found by gcc through `-I` before the real header), built once
-per flag set (on its second sighting: a one-off flag set would not repay it) by whoever gets its lock first. Anything unexpected, and every other invocation (version
-probes, the link), runs the real compiler unchanged: the shim can make a build faster, never break one.
+per flag set (on its second sighting: a one-off flag set would not repay it) by whoever gets its lock first.
+A shared-library link uses gold where it exists, else the default linker. Anything unexpected, and every
+other invocation (version probes), runs the real compiler unchanged: the shim can make a build faster,
+never break one.
 Each compile appends one JSON line to `kagent_compiles.jsonl` beside its output (the build's record).
 """
 
@@ -40,6 +43,7 @@ PCH_HEADER = "torch/extension.h"
 PCH_MIN_FREE = 3 << 30  # a torch/extension.h PCH is ~0.8 GB: never build one onto a nearly full disk
 PCH_MIN_CAP = 1536 << 20  # nor into a cache capped so small that it would evict everything else
 RECORDS = "kagent_compiles.jsonl"
+FAILED_RETRY_S = 3600  # a failed PCH build (full disk, a killed compiler) is tried again after an hour
 # Compiler environment that changes what a compile produces.
 KEY_ENV = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
 
@@ -182,6 +186,21 @@ def pch_flags(c: Compile) -> list[str]:
     return flags
 
 
+def find_header(flags: list[str]) -> Path | None:
+    """The torch/extension.h the compile would include: gcc searches -I dirs, then -isystem dirs, in order."""
+    found: dict[str, list[str]] = {"-I": [], "-isystem": []}
+    for i, a in enumerate(flags):
+        for opt, dirs in found.items():
+            if a == opt and i + 1 < len(flags):
+                dirs.append(flags[i + 1])
+            elif a.startswith(opt) and len(a) > len(opt) and not (opt == "-I" and a.startswith("-isystem")):
+                dirs.append(a[len(opt) :])
+    for d in found["-I"] + found["-isystem"]:
+        if (Path(d) / PCH_HEADER).is_file():
+            return (Path(d) / PCH_HEADER).resolve()
+    return None
+
+
 def _room_for_pch(root: Path) -> bool:
     cap = cache.max_bytes()
     if 0 < cap < PCH_MIN_CAP:
@@ -194,7 +213,7 @@ def build_pch(real: list[str], flags: list[str], entry: Path) -> str:
     root = entry.parent
     root.mkdir(parents=True, exist_ok=True)
     failed, seen = root / f".failed-{entry.name}", root / f".seen-{entry.name}"
-    if failed.exists():
+    if failed.exists() and time.time() - failed.stat().st_mtime < FAILED_RETRY_S:
         return "failed_before"
     if not seen.exists():  # a one-off flag set would pay for a PCH it never uses: wait for a second build
         seen.touch()
@@ -209,8 +228,16 @@ def build_pch(real: list[str], flags: list[str], entry: Path) -> str:
             return "busy"  # another build is making it: compile without it rather than wait
         if entry.is_dir():
             return "ready"
+        for stale in root.glob(f".tmp-{entry.name}-*"):  # a builder killed mid-way (we hold its lock now)
+            shutil.rmtree(stale, ignore_errors=True)
+        real_header = find_header(flags)
+        if real_header is None:
+            return "no_header"
         tmp = root / f".tmp-{entry.name}-{uuid.uuid4().hex[:8]}"
         (tmp / "torch").mkdir(parents=True)
+        # gcc reads the header beside the .gch when the source includes it again (its include guard) or when
+        # it rejects the .gch: the real one must be there.
+        (tmp / PCH_HEADER).symlink_to(real_header)
         header = tmp / "pch.h"
         header.write_text(f"#include <{PCH_HEADER}>\n")
         cmd = [*real, *flags, "-x", "c++-header", str(header), "-o", str(tmp / f"{PCH_HEADER}.gch")]
@@ -283,10 +310,29 @@ def compile_(kind: str, root: Path, toolchain: str, real: list[str], c: Compile)
     return done.returncode
 
 
+def link_with_gold(real: list[str], args: list[str]) -> int | None:
+    """Link a shared library with gold where it exists (half of ld.bfd's time against libtorch); None to
+    fall back to the plain link (gold missing or failing)."""
+    if "-shared" not in args or any(a.startswith("-fuse-ld") for a in args) or not shutil.which("ld.gold"):
+        return None
+    start = time.perf_counter()
+    done = subprocess.run([*real, "-fuse-ld=gold", *args], capture_output=True, text=True, errors="replace")
+    if done.returncode != 0:
+        return None
+    sys.stdout.write(done.stdout + done.stderr)
+    out = _value_after(args, "-o") or "a.out"
+    with contextlib.suppress(OSError), open(Path(out).parent / RECORDS, "a") as f:
+        f.write(json.dumps({"output": Path(out).name, "kind": "link", "linker": "gold",
+                            "seconds": round(time.perf_counter() - start, 3)}) + "\n")  # fmt: skip
+    return 0
+
+
 def main(argv: list[str]) -> int:
     kind, root, toolchain, real_cmd, *args = argv
     real = shlex.split(real_cmd)
     c = Compile.parse(args)
+    if c is None and kind == "cxx" and link_with_gold(real, args) == 0:
+        return 0
     if c is None:
         os.execvp(real[0], [*real, *args])
     try:

@@ -53,11 +53,12 @@ class KernelResources(Model):
 class CompileStep(Model):
     """One compiler run of a build, as the harness's compiler shim recorded it (tools/ccshim.py)."""
 
-    output: str  # the object file, e.g. main.o, cuda.cuda.o
-    kind: str  # cxx or nvcc
-    object: Literal["hit", "miss"]  # served from the object cache, or compiled
+    output: str  # the object file (main.o, cuda.cuda.o) or the library
+    kind: str  # cxx, nvcc or link
+    object: Literal["hit", "miss"] | None = None  # served from the object cache, or compiled
     pch: str | None = None  # the precompiled header: used, built, busy, no_room, build_failed, rejected, ...
     pch_build_s: float = 0.0
+    linker: str | None = None
     seconds: float
     rc: int = 0
 

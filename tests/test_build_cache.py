@@ -119,7 +119,8 @@ def test_a_garbled_precompiled_header_falls_back_to_the_real_header(builds, prob
     build = result.builds[0]
     assert step(build, "main.o").pch == "rejected"
     assert pch_line(log_of(build)).startswith("x ")  # gcc: "x" = found, invalid, not used
-    assert (gch.parent.parent.parent / f".failed-{gch.parent.parent.name}").is_file()  # not tried again
+    assert (gch.parent.parent.parent / f".failed-{gch.parent.parent.name}").is_file()  # not rebuilt at once
+    assert not gch.exists()  # the bad one is gone
 
 
 def test_a_pch_being_built_elsewhere_is_not_waited_for(tmp_path: Path) -> None:
@@ -234,3 +235,14 @@ def test_eviction_sweeps_private_folders_of_dead_builders_only_when_old(tmp_path
     cache.evict(tmp_path, limit=100 * 2**20)
     assert not dead.exists()
     assert live.is_dir()
+
+
+def test_the_shim_can_be_turned_off(
+    problem: Problem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
+    monkeypatch.setenv("KERNEL_AGENT_COMPILER_SHIM", "0")
+    result = compile_kernel(problem, candidate("B0-plain", "K0-plain"))
+    assert result.status == "ok", result.message + result.output[-3000:]
+    assert result.builds[0].compiles == []  # torch's plain build: no shim records, nothing reused
+    assert not (tmp_path / "builds" / cache.OBJECTS).exists()

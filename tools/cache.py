@@ -121,7 +121,7 @@ def entries(cache: Path) -> list[Entry]:
     return found
 
 
-def _remove(entry: Path, cache: Path) -> bool:
+def remove(entry: Path, cache: Path) -> bool:
     """Delete an entry nobody has pinned: take its pin exclusively without waiting, move it aside, delete."""
     fd = _lock(entry, fcntl.LOCK_EX | fcntl.LOCK_NB)
     if fd is None:
@@ -169,7 +169,7 @@ def evict(cache: Path, limit: int | None = None) -> list[Path]:
         for e in found:
             if total <= limit:
                 break
-            if _remove(e.path, cache):
+            if remove(e.path, cache):
                 total -= e.size
                 removed.append(e.path)
         return removed

@@ -288,7 +288,7 @@ def compile_(kind: str, root: Path, toolchain: str, real: list[str], c: Compile)
         pch_fd = cache.pin(pch_entry) if pch_entry.is_dir() else None
         if pch_fd is not None:
             args = ["-I", str(pch_entry), "-Winvalid-pch", *args]
-            pch = "used" if pch is None else pch
+            pch = "used" if pch in (None, "ready") else pch
             cache.touch(pch_entry)
     try:
         done = subprocess.run([*real, *args], capture_output=True, text=True, errors="replace")
@@ -298,9 +298,10 @@ def compile_(kind: str, root: Path, toolchain: str, real: list[str], c: Compile)
     output = done.stdout + done.stderr
     sys.stdout.write(output)
     if pch_entry is not None and pch_fd is not None and pch_rejected(output, pch_entry):
-        pch = "rejected"
+        pch = "rejected"  # gcc read the real header instead; drop this one, rebuild it after a while
         with contextlib.suppress(OSError):
             (pch_entry.parent / f".failed-{pch_entry.name}").write_text(output[-4000:])
+            cache.remove(pch_entry, root)
     if done.returncode == 0:
         object_store(entry, c, output, skip)
     seconds = round(time.perf_counter() - start, 3)

@@ -91,20 +91,25 @@ def _language_notes(problem: Problem) -> str:
     if problem.spec.language == "cpp":
         return (
             "Build C++ with torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., functions=[...], "
-            "extra_cflags=['-O3', '-fopenmp'], extra_ldflags=['-fopenmp']). Each distinct C++ source costs "
-            "tens of seconds to build (the torch headers dominate); an unchanged source is served from cache."
+            "extra_cflags=['-O3', '-fopenmp'], extra_ldflags=['-fopenmp']). An unchanged source is served from "
+            "cache. The torch headers dominate a build; the harness precompiles them once per set of "
+            "extra_cflags, so keep your flags the same from version to version."
         )
     return (
         "Build CUDA with torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., cuda_sources=..., "
-        "functions=[...]). Each distinct source costs tens of seconds to build; an unchanged source is "
-        "served from cache. Check launch errors; the harness poisons outputs and re-checks them while timing.\n"
-        "Builds are about twice as fast in the split form, because the torch headers are parsed once, by the "
-        "C++ binding, not by nvcc:\n" + SPLIT_FORM_TEMPLATE
+        "functions=[...]). An unchanged source is served from cache. Check launch errors; the harness poisons "
+        "outputs and re-checks them while timing.\n"
+        "Use the split form below: builds take seconds instead of tens of seconds. The .cu holds only kernels "
+        "and plain C launchers (nvcc never parses the torch headers); the tensor binding goes in cpp_sources "
+        "and starts with `#include <torch/extension.h>` (the harness precompiles that header). Keep the "
+        "extension name, the binding and the flags unchanged when only the kernel changes: the compiled "
+        "binding is then reused as is.\n" + SPLIT_FORM_TEMPLATE
     )
 
 
 # The split form (GUIDE §3): the .cu holds only kernels and a plain C launcher, so nvcc never parses the
-# torch headers; the tensor binding lives in cpp_sources.
+# torch headers; the tensor binding lives in cpp_sources and starts with torch/extension.h, which the
+# harness's compiler shim precompiles (tools/ccshim.py); an unchanged binding's object is reused.
 SPLIT_FORM_TEMPLATE = """```python
 CUDA_SRC = r\"\"\"
 #include <cuda_runtime.h>

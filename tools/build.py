@@ -4,6 +4,8 @@ Installed in the candidate's process before its module is imported. The build di
 load_inline's real arguments (sources, flags, includes) plus torch/CUDA/Python versions and the target
 arch, so a Python-only edit of a candidate is a cache hit. A build happens in a private temporary folder
 that is renamed into the cache only on success: a killed build never leaves a lock in the cache.
+torch's ninja still runs the build, through the harness's compiler shim (tools/ccshim.py: reused objects,
+a precompiled torch/extension.h); afterwards the cache is trimmed to its cap (tools/cache.py).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import inspect
 import json
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -26,13 +29,14 @@ from typing import Any
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from tools import guard
-from tools.results import BuildInfo, Diagnostic, KernelResources
+from tools import cache, guard
+from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
 DONE_MARKER = "kernel_agent_build.json"
 LOG_NAME = "build.log"
+SHIM = Path(__file__).resolve().parent / "ccshim.py"
 
 _GCC_ERROR = re.compile(
     r"^(?P<file>[^\s:]+\.(?:cpp|cu|cuh|h|hpp|cc)):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$"
@@ -263,6 +267,68 @@ def compile_limits() -> Iterator[None]:
         shutil.rmtree(bindir, ignore_errors=True)
 
 
+def toolchain() -> str:
+    """What the shim's cache keys need beyond a compile's arguments: the installs behind the -isystem dirs."""
+    nvcc = Path(cpp_extension.CUDA_HOME or "/nonexistent") / "bin" / "nvcc"
+    stamp = [nvcc.stat().st_size, nvcc.stat().st_mtime_ns] if nvcc.is_file() else None
+    return json.dumps([torch.__version__, torch.version.cuda, torch.__file__, sys.version, str(nvcc), stamp])
+
+
+def _shim_script(kind: str, root: Path, real: str) -> str:
+    """Compiles and links go to the shim; anything else (torch's version probes) straight to the compiler."""
+    shim = " ".join(
+        shlex.quote(a) for a in [sys.executable, "-S", str(SHIM), kind, str(root), toolchain(), real]
+    )
+    compiler = " ".join(shlex.quote(a) for a in shlex.split(real))
+    return (
+        f'#!/bin/sh\ncase " $* " in *" -c "*|*" -shared "*) exec {shim} "$@" ;; esac\nexec {compiler} "$@"\n'
+    )
+
+
+@contextlib.contextmanager
+def compiler_shims(root: Path, with_cuda: bool) -> Iterator[None]:
+    """Point torch's build at the compiler shim (CXX, and PYTORCH_NVCC for CUDA) for one build.
+
+    The C++ shim is named g++ so torch's compiler check accepts it by name (it execs the real compiler).
+    KERNEL_AGENT_COMPILER_SHIM=0 turns it off (torch's plain build, as before the shim existed)."""
+    if os.environ.get("KERNEL_AGENT_COMPILER_SHIM", "1") == "0":
+        yield
+        return
+    bindir = Path(tempfile.mkdtemp(prefix="kagent-shim-"))
+    env = {"CXX": str(bindir / "g++"), "TORCH_NO_COMPILER_WRAPPER": "1"}
+    (bindir / "g++").write_text(_shim_script("cxx", root, os.environ.get("CXX", "c++")))
+    if with_cuda and cpp_extension.CUDA_HOME:
+        real_nvcc = os.environ.get("PYTORCH_NVCC") or shlex.quote(
+            str(Path(cpp_extension.CUDA_HOME) / "bin" / "nvcc")
+        )
+        (bindir / "nvcc").write_text(_shim_script("nvcc", root, real_nvcc))
+        env["PYTORCH_NVCC"] = str(bindir / "nvcc")
+    for script in bindir.iterdir():
+        script.chmod(0o755)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        shutil.rmtree(bindir, ignore_errors=True)
+
+
+def compile_steps(build_dir: Path) -> list[CompileStep]:
+    path = build_dir / "kagent_compiles.jsonl"
+    if not path.is_file():
+        return []
+    steps = []
+    for line in path.read_text().splitlines():
+        with contextlib.suppress(ValueError):
+            steps.append(CompileStep.model_validate_json(line))
+    return steps
+
+
 def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
     """The candidate's load_inline: the only place its process may spawn compilers or write the cache."""
     with guard.building():
@@ -284,14 +350,15 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
     for src in call["cuda_sources"] or []:
         REGISTRY.own_kernel_names.update(_GLOBAL_FN.findall(src))
     key = build_key(call)
-    cache = Path(
+    cache_dir = Path(
         os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home() / ".cache" / "kernel-agent" / "builds"
     )
-    final = cache / f"{call['name']}-{key}"
+    final = cache_dir / f"{call['name']}-{key}"
     start = time.perf_counter()
-    if (final / DONE_MARKER).is_file():
+    # Pinned for this process's life: eviction skips it. Pinned before the check, so it cannot go in between.
+    if cache.pin(final, for_process=True) is not None and (final / DONE_MARKER).is_file():
         module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
-        os.utime(final)  # LRU order for eviction
+        cache.touch(final)  # LRU order for eviction
         meta = json.loads((final / DONE_MARKER).read_text())
         kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
         REGISTRY.builds.append(
@@ -305,17 +372,17 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
             )
         )
         return CountingModule(module) if call["is_python_module"] else module
-    return _build_fresh(call, key, cache, final, start)
+    return _build_fresh(call, key, cache_dir, final, start)
 
 
-def _build_fresh(call: dict[str, Any], key: str, cache: Path, final: Path, start: float) -> Any:
+def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, start: float) -> Any:
     # Named after the job: if the build is killed, the parent removes this folder (see jobs.sweep_build_tmp).
     job = os.environ.get("KERNEL_AGENT_JOB", "nojob")
-    tmp = cache / ".tmp" / f"{call['name']}-{key}-{job}-{uuid.uuid4().hex[:8]}"
+    tmp = cache_dir / ".tmp" / f"{call['name']}-{key}-{job}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir(parents=True)
     log_path = tmp / LOG_NAME
     try:
-        with _stdout_to(log_path), compile_limits():
+        with _stdout_to(log_path), compile_limits(), compiler_shims(cache_dir, bool(call["cuda_sources"])):
             module = _ORIGINAL_LOAD_INLINE(**{**call, "build_directory": str(tmp), "verbose": True})
     except Exception as exc:
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -323,7 +390,14 @@ def _build_fresh(call: dict[str, Any], key: str, cache: Path, final: Path, start
         REGISTRY.failed = True
         REGISTRY.errors.extend(diags)
         REGISTRY.builds.append(
-            BuildInfo(name=call["name"], key=key, cached=False, seconds=time.perf_counter() - start, ok=False)
+            BuildInfo(
+                name=call["name"],
+                key=key,
+                cached=False,
+                seconds=time.perf_counter() - start,
+                ok=False,
+                compiles=compile_steps(tmp),
+            )
         )
         shutil.rmtree(tmp, ignore_errors=True)
         summary = "; ".join(d.message for d in diags[:3]) or "see build log"
@@ -334,12 +408,20 @@ def _build_fresh(call: dict[str, Any], key: str, cache: Path, final: Path, start
     (tmp / DONE_MARKER).write_text(
         json.dumps({"key": key, "seconds": seconds, "kernels": [k.model_dump() for k in kernels]})
     )
-    try:
-        tmp.rename(final)
-    except OSError:  # another process finished the same build first: theirs is as good
-        shutil.rmtree(tmp, ignore_errors=True)
+    steps = compile_steps(tmp)
+    cache.publish(tmp, final)  # False: another process finished the same build first; theirs is as good
+    cache.pin(final, for_process=True)
+    cache.evict(cache_dir)
     REGISTRY.builds.append(
-        BuildInfo(name=call["name"], key=key, cached=False, seconds=seconds, ok=True, kernels=kernels)
+        BuildInfo(
+            name=call["name"],
+            key=key,
+            cached=False,
+            seconds=seconds,
+            ok=True,
+            kernels=kernels,
+            compiles=steps,
+        )
     )
     return CountingModule(module) if call["is_python_module"] else module
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import uuid
@@ -71,6 +72,10 @@ class Job:
         self.cleanup()
 
 
+# The user's build-cache settings the worker needs (see README, "Compile latency and the build cache").
+BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
+
+
 def build_cache_dir() -> Path:
     path = cache_root() / "builds"
     path.mkdir(parents=True, exist_ok=True)
@@ -118,6 +123,9 @@ def run_candidate(
         "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
         isolation.MARKER_ENV: job.token,
     }
+    for name in BUILD_SETTINGS:  # applied by the build, in the worker
+        if os.environ.get(name):
+            extra[name] = os.environ[name]
     env = child_env(job.work, extra, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"

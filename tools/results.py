@@ -50,6 +50,19 @@ class KernelResources(Model):
     shared_bytes: int | None = None
 
 
+class CompileStep(Model):
+    """One compiler run of a build, as the harness's compiler shim recorded it (tools/ccshim.py)."""
+
+    output: str  # the object file (main.o, cuda.cuda.o) or the library
+    kind: str  # cxx, nvcc or link
+    object: Literal["hit", "miss"] | None = None  # served from the object cache, or compiled
+    pch: str | None = None  # the precompiled header: used, built, busy, no_room, build_failed, rejected, ...
+    pch_build_s: float = 0.0
+    linker: str | None = None
+    seconds: float
+    rc: int = 0
+
+
 class BuildInfo(Model):
     name: str
     key: str
@@ -57,6 +70,7 @@ class BuildInfo(Model):
     seconds: float
     ok: bool
     kernels: list[KernelResources] = Field(default_factory=list)
+    compiles: list[CompileStep] = Field(default_factory=list)
 
 
 class CompileResult(Model):

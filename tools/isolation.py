@@ -60,18 +60,19 @@ def _environ_has(pid: int, needle: bytes) -> bool:
         return False
 
 
-def marked_processes(token: str) -> list[int]:
-    """Live processes whose environment carries this job's marker (the harness itself never does)."""
+def marked_processes(token: str, exclude: set[int] | None = None) -> list[int]:
+    """Live processes whose environment carries this marker (the harness itself never does)."""
     needle = f"{MARKER_ENV}={token}\0".encode()
-    me = os.getpid()
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) != me]
+    skip = {os.getpid(), *(exclude or ())}
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in skip]
     return [pid for pid in pids if _environ_has(pid, needle)]
 
 
-def sweep(token: str) -> list[int]:
-    """Kill what is left of a job (its marker in the environment); returns the pids it killed."""
+def sweep(token: str, exclude: set[int] | None = None) -> list[int]:
+    """Kill what is left of a job (its marker in the environment; a warm zygote's children carry the
+    zygote's, which `exclude` spares the zygote itself from); returns the pids it killed."""
     killed = []
-    for pid in marked_processes(token):
+    for pid in marked_processes(token, exclude):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

@@ -89,15 +89,8 @@ def scratch_root() -> Path | None:
     return None
 
 
-def _wait_line(sock: socket.socket, timeout: float | None) -> dict[str, Any] | None:
-    """One control message from the zygote, or None on EOF; raises TimeoutError."""
-    sock.settimeout(timeout)
-    raw = sock.recv(1 << 16)
-    return json.loads(raw) if raw else None
-
-
 class Zygote:
-    """The fork server's parent side: start it, fork candidates from it, stop it."""
+    """The fork server's parent side: start it, fork candidates from it (several at once), stop it."""
 
     def __init__(self, root: Path, extra_env: dict[str, str]) -> None:
         self.token = f"zygote-{uuid.uuid4().hex[:16]}"
@@ -115,22 +108,46 @@ class Zygote:
         theirs.close()
         track_group(self.proc.pid)
         self.pidns: bool | None = None
-        self.lock = threading.Lock()
-        self.served = 0
+        self.ready = threading.Event()
+        self.spawned: queue.Queue[int] = queue.Queue()
+        self.exits: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.dead = False
+        self.order_lock = threading.Lock()
+        self.live: set[int] = set()  # forked candidate workers still supervised (parallel compiles)
+        threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
+
+    def _read(self) -> None:
+        """The zygote's reports: ready, each fork's pid (in order), each child's exit."""
+        while True:
+            try:
+                raw = self.sock.recv(1 << 16)
+            except OSError:
+                raw = b""
+            msg = json.loads(raw) if raw else None
+            with self.changed:
+                if msg is None:
+                    self.dead = True
+                elif msg.get("event") == "ready":
+                    self.pidns = bool(msg.get("pidns"))
+                elif msg.get("event") == "spawned":
+                    self.spawned.put(int(msg["pid"]))
+                elif msg.get("event") == "exited":
+                    self.exits[int(msg["pid"])] = int(msg["returncode"])
+                self.changed.notify_all()
+            if msg is None or msg.get("event") == "ready":
+                self.ready.set()
+            if msg is None:
+                return
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        return not self.dead and self.proc.poll() is None
 
-    def wait_ready(self) -> None:
-        if self.pidns is not None:
-            return
-        try:
-            msg = _wait_line(self.sock, START_TIMEOUT_S)
-        except (TimeoutError, OSError) as exc:
-            raise WarmUnavailable(f"candidate zygote did not start: {exc}; {self._log_tail()}") from exc
-        if not msg or msg.get("event") != "ready":
-            raise WarmUnavailable(f"candidate zygote failed to start: {self._log_tail()}")
-        self.pidns = bool(msg.get("pidns"))
+    def wait_ready(self) -> bool:
+        """Whether its children can enter their own PID namespace; raises WarmUnavailable if it never started."""
+        if not self.ready.wait(START_TIMEOUT_S) or self.pidns is None:
+            raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
+        return self.pidns
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -147,65 +164,53 @@ class Zygote:
     ) -> ChildOutcome:
         """Run one candidate worker forked from the zygote; the same supervision as a cold child."""
         start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
-        with self.lock:
-            self.wait_ready()
-            want_pidns = isolation.mode() == isolation.PIDNS
-            if want_pidns and not self.pidns:
-                raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
-            return self._launch(cwd, env, request_path, deadline, on_message, want_pidns, start)
-
-    def _launch(
-        self,
-        cwd: Path,
-        env: dict[str, str],
-        request_path: Path,
-        deadline: Deadline,
-        on_message: MessageHandler,
-        pidns: bool,
-        start: float,
-    ) -> ChildOutcome:
+        want_pidns = isolation.mode() == isolation.PIDNS
+        if want_pidns and not self.wait_ready():
+            raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
+        self.wait_ready()
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
-        order = {"cwd": str(cwd), "env": env, "request": str(request_path), "pidns": pidns}
+        order = {"cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns}
         try:
-            socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
-            msg = _wait_line(self.sock, 30.0)
-        except (OSError, TimeoutError) as exc:
-            for fd in (stdin_r, stdin_w, out_r, out_w, chan_r, chan_w):
-                os.close(fd)
-            raise WarmUnavailable(f"candidate zygote did not fork: {exc}") from exc
-        finally:
-            for fd in (stdin_r, out_w, chan_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if not msg or msg.get("event") != "spawned":
+            with self.order_lock:
+                socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
+                pid = self.spawned.get(timeout=30)
+        except (OSError, queue.Empty) as exc:
             for fd in (stdin_w, out_r, chan_r):
                 os.close(fd)
-            raise WarmUnavailable(f"candidate zygote did not fork: {msg}")
-        self.served += 1
-        child = ForkedChild(self, int(msg["pid"]), os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb"))
+            raise WarmUnavailable(f"candidate zygote did not fork: {exc!r}") from exc
+        finally:
+            for fd in (stdin_r, out_w, chan_w):
+                os.close(fd)
+        self.live.add(pid)
+        child = ForkedChild(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb"))
         marker = env.get(isolation.MARKER_ENV, "")
 
         def sweep() -> list[int]:
-            # A forked child's /proc environ is the zygote's: its marker finds what the fork left.
+            # A forked child's /proc environ is the zygote's: the job marker finds what it exec'd, and the
+            # zygote's marker what it forked (sparing the zygote and candidates of other jobs still running).
             left = isolation.sweep(marker) if marker else []
-            return left + isolation.sweep(self.token, exclude={self.proc.pid})
+            others = self.live - {pid}
+            return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
 
-        how = isolation.PIDNS if pidns else isolation.GROUP
+        how = isolation.PIDNS if want_pidns else isolation.GROUP
         try:
             return supervise(child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep)
         finally:
             child.close()
+            self.live.discard(pid)
 
     def stop(self) -> None:
         with contextlib.suppress(OSError):
-            self.sock.close()
+            self.sock.shutdown(socket.SHUT_RDWR)
         kill_group(self.proc.pid)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=10)
         track_group(self.proc.pid, live=False)
         isolation.sweep(self.token)
+        with contextlib.suppress(OSError):
+            self.sock.close()
 
 
 class ForkedChild:
@@ -215,27 +220,17 @@ class ForkedChild:
         self.zygote, self.pid, self.stdin, self.stdout = zygote, pid, stdin, stdout
         self.returncode: int | None = None
 
-    def _collect(self, timeout: float) -> None:
-        try:
-            msg = _wait_line(self.zygote.sock, timeout)
-        except TimeoutError:
-            return
-        except OSError:
-            msg = None
-        if msg is None:  # the zygote is gone; its child went with it (PR_SET_PDEATHSIG)
-            self.returncode = -signal.SIGKILL
-        elif msg.get("event") == "exited" and msg.get("pid") == self.pid:
-            self.returncode = int(msg["returncode"])
-
     def poll(self) -> int | None:
         if self.returncode is None:
-            self._collect(0.0001)
+            if self.pid in self.zygote.exits:
+                self.returncode = self.zygote.exits.pop(self.pid)
+            elif self.zygote.dead:  # the zygote is gone; its child went with it (PR_SET_PDEATHSIG)
+                self.returncode = -signal.SIGKILL
         return self.returncode
 
     def wait(self) -> int:
-        deadline = time.monotonic() + 30
-        while self.returncode is None and time.monotonic() < deadline:
-            self._collect(1.0)
+        with self.zygote.changed:
+            self.zygote.changed.wait_for(lambda: self.poll() is not None, timeout=30)
         if self.returncode is None:  # a zygote that does not report is not trusted again
             self.zygote.stop()
             self.returncode = -signal.SIGKILL
@@ -430,6 +425,12 @@ class Evaluator:
 
     def pending(self, key: str) -> bool:
         return key in self._pending
+
+    def wait_prefetch(self, key: str) -> None:
+        """Wait until a prefetch of `key` in flight is done (it stays prepared for the next evaluation)."""
+        pending = self._pending.get(key)
+        if pending is not None and pending.thread is not None:
+            pending.thread.join()
 
     # --- lifetime ------------------------------------------------------------------------------------
 

@@ -138,41 +138,46 @@ def _send(sock: socket.socket, **payload: Any) -> None:
     sock.send(json.dumps(payload).encode())
 
 
-def _wait_child(sock: socket.socket, pid: int) -> int | None:
-    """The child's exit code (negative: signal), or None when the harness went away (the child is killed)."""
-    while True:
+def _reap(sock: socket.socket, children: set[int]) -> None:
+    for pid in list(children):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            return os.waitstatus_to_exitcode(status)
-        ready, _, _ = select.select([sock], [], [], 0.02)
-        if ready and not sock.recv(MAX_CONTROL, socket.MSG_PEEK):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-            return None
+            children.discard(pid)
+            _send(sock, event="exited", pid=pid, returncode=os.waitstatus_to_exitcode(status))
+
+
+def _kill_all(children: set[int]) -> None:
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def main(control_fd: str) -> int:
+    """Fork a candidate worker per order (several may run at once: parallel compiles); report each exit.
+    When the harness goes away (the socket closes), every child still running is killed."""
     sock = socket.socket(fileno=int(control_fd))
     pidns = _probe_pid_namespace()
     _send(sock, event="ready", pid=os.getpid(), pidns=pidns)
+    children: set[int] = set()
     while True:
-        raw, fds, _, _ = socket.recv_fds(sock, MAX_CONTROL, 3)
-        if not raw:
-            return 0
-        order = json.loads(raw)
-        order["pidns"] = bool(order.get("pidns")) and pidns
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(sock, order, fds)
-        for fd in fds:
-            os.close(fd)
-        _send(sock, event="spawned", pid=pid)
-        code = _wait_child(sock, pid)
-        if code is None:
-            return 0
-        _send(sock, event="exited", pid=pid, returncode=code)
+        ready, _, _ = select.select([sock], [], [], 0.02)
+        if ready:
+            raw, fds, _, _ = socket.recv_fds(sock, MAX_CONTROL, 3)
+            if not raw:
+                _kill_all(children)
+                return 0
+            order = json.loads(raw)
+            order["pidns"] = bool(order.get("pidns")) and pidns
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(sock, order, fds)
+            for fd in fds:
+                os.close(fd)
+            children.add(pid)
+            _send(sock, event="spawned", pid=pid)
+        _reap(sock, children)
 
 
 if __name__ == "__main__":

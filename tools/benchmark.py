@@ -538,6 +538,8 @@ def benchmark(
             seed=seed, **base,
         )  # fmt: skip
     clock: dict[str, float] = {"setup": time.monotonic() - start}
+    if ev is not None:
+        ev.zygote()  # a zygote not yet running starts now, beside the truth worker
     waiting = time.monotonic()
     # Taken before the device lock: a prefetch still running holds that lock until it is done.
     ready = (

@@ -156,6 +156,8 @@ def main(control_fd: str) -> int:
     """Fork a candidate worker per order (several may run at once: parallel compiles); report each exit.
     When the harness goes away (the socket closes), every child still running is killed."""
     sock = socket.socket(fileno=int(control_fd))
+    if torch.cuda.is_initialized():  # a CUDA context does not survive a fork: never serve from one
+        raise RuntimeError("the zygote initialised CUDA while importing the harness")
     pidns = _probe_pid_namespace()
     _send(sock, event="ready", pid=os.getpid(), pidns=pidns)
     children: set[int] = set()

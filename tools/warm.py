@@ -165,9 +165,8 @@ class Zygote:
         """Run one candidate worker forked from the zygote; the same supervision as a cold child."""
         start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
         want_pidns = isolation.mode() == isolation.PIDNS
-        if want_pidns and not self.wait_ready():
+        if not self.wait_ready() and want_pidns:
             raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
-        self.wait_ready()
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
@@ -260,7 +259,6 @@ class TruthServer:
         self.output = BoundedOutput()
         self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
         self.errors: list[str] = []
-        self.started = time.monotonic()
         for target, args in (
             (_drain, (self.proc.stdout, self.output)),
             (_read_messages, (read_fd, [], [], self.inbox.put, self.errors)),

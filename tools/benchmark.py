@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tools import guard
+from tools import guard, phases
 from tools.compare import compare
 from tools.envinfo import collect_env
 from tools.integrity import HARNESS, text_hash
@@ -34,6 +34,7 @@ from tools.results import (
 )
 from tools.sandbox import ChildOutcome, Deadline, cache_root, child_env, run_child, visible_gpu
 from tools.static_checks import RULES, check_source
+from tools.warm import Evaluator, evaluator_for
 
 FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
 
@@ -78,6 +79,13 @@ class Plan:
             for i, t in enumerate(problem.spec.timing)
         ]
         return cls(cases, timing)
+
+    def relocate(self, old: Path, new: Path) -> None:
+        """The job moved from `old` to `new`: every path in the plan follows it."""
+        for item in self.cases + self.timing:
+            for key in ("data_path", "truth_path", "out_path"):
+                rel = Path(item[key]).relative_to(old)
+                item[key] = str(new / rel)
 
     def candidate_request(self) -> dict[str, Any]:
         """Only what the candidate needs: where its inputs are and where to put outputs (no seeds, no truth)."""
@@ -221,16 +229,115 @@ class Verdicts:
         return passed and not any(f.disqualifying for f in self.flags.values())
 
 
-def _run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
+def _truth_request(problem: Problem, plan: Plan) -> dict[str, Any]:
     request = {"reference_source": problem.reference_source, "device": problem.spec.device}
-    request |= {"cases": plan.cases, "timing": plan.timing}
+    return request | {"cases": plan.cases, "timing": plan.timing}
+
+
+def _run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     path = job.private / "truth_request.json"
-    path.write_text(json.dumps(request))
+    path.write_text(json.dumps(_truth_request(problem, plan)))
     workdir = job.private / "truth_work"
     workdir.mkdir()
     env = child_env(workdir, harness=job.harness)
     deadline = Deadline(problem.spec.limits.eval_timeout_s)
     return run_child("tools.worker_truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
+
+
+@dataclass
+class Prepared:
+    """One evaluation's job, plan, truth worker outcome and truth, made before its candidate is known."""
+
+    job: Job
+    plan: Plan
+    master: int
+    truth: ChildOutcome
+    truths: dict[str, Any]
+    phases: dict[str, float]
+
+    @property
+    def ok(self) -> bool:
+        return any(m["event"] == "done" for m in self.truth.messages)
+
+    def discard(self) -> None:
+        self.truths.clear()
+        self.job.cleanup()
+
+
+def prepare(
+    problem: Problem,
+    env: EnvInfo,
+    master: int,
+    *,
+    refresh_reference: bool = False,
+    evaluator: Evaluator | None = None,
+    parent: Path | None = None,
+) -> Prepared:
+    """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one."""
+    job = Job.create(None, parent)
+    try:
+        plan = Plan.make(problem, job, master, ReferenceTimes(problem, env), refresh_reference)
+        if evaluator is None:
+            truth = _run_truth(job, problem, plan)
+        else:
+            deadline = Deadline(problem.spec.limits.eval_timeout_s)
+            truth = evaluator.run_truth(problem.content_hash, _truth_request(problem, plan), deadline)
+        truths: dict[str, Any] = {}
+        if any(m["event"] == "done" for m in truth.messages):
+            plan.attach_reference_errors(truth.messages)
+            truths = plan.take_truth()
+    except BaseException:
+        job.cleanup()
+        raise
+    return Prepared(job, plan, master, truth, truths, phases.truth_phases(truth))
+
+
+def _prefetch_usable(item: Prepared, problem: Problem, env: EnvInfo) -> bool:
+    """A prepared evaluation serves only where it times nothing anew and its truth is complete."""
+    refs = ReferenceTimes(problem, env)
+    cached = all(refs.get(t) is not None for t in problem.spec.timing)
+    return item.ok and cached and not any(t["time_reference"] for t in item.plan.timing)
+
+
+def _obtain(
+    problem: Problem,
+    env: EnvInfo,
+    seed: int | None,
+    refresh_reference: bool,
+    evaluator: Evaluator | None,
+    ready: Prepared | None,
+    clock: dict[str, float],
+) -> Prepared:
+    """The evaluation prepared ahead of time where it fits; otherwise data and truth made now."""
+    if evaluator is not None and ready is not None:
+        if _prefetch_usable(ready, problem, env):
+            old = ready.job.move_to(evaluator.jobs_dir)
+            ready.plan.relocate(old, ready.job.root)
+            return ready
+        ready.discard()
+    master = seed if seed is not None else secrets.randbits(62)
+    parent = evaluator.jobs_dir if evaluator is not None else None
+    item = prepare(
+        problem, env, master, refresh_reference=refresh_reference, evaluator=evaluator, parent=parent
+    )
+    clock.update(item.phases)
+    return item
+
+
+def _reference_cached(problem: Problem, env: EnvInfo) -> bool:
+    refs = ReferenceTimes(problem, env)
+    return all(refs.get(t) is not None for t in problem.spec.timing)
+
+
+def _prefetch(problem: Problem, env: EnvInfo, evaluator: Evaluator) -> None:
+    """After an evaluation: make the next one's fresh-seeded data and truth while the caller thinks."""
+    if not _reference_cached(problem, env):
+        return  # the reference is timed only on the critical path, never beside other work
+
+    def make() -> Prepared:
+        return prepare(problem, env, secrets.randbits(62), evaluator=evaluator, parent=evaluator.staging)
+
+    evaluator.start_prefetch(problem.content_hash, make)
 
 
 def _stats(raw: dict[str, Any] | None) -> TimingStats | None:
@@ -447,49 +554,74 @@ def benchmark(
     *,
     refresh_reference: bool = False,
     gpu: int | None = None,
+    evaluator: Evaluator | None = None,
 ) -> BenchResult:
     """Evaluate one candidate. `refresh_reference` re-times the reference instead of using the cached time
     (a final re-check does this: on a busy host the cached figure may come from other conditions).
-    `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process)."""
+    `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process).
+    `evaluator`: the warm workers to use (tools/warm.py); default: that device's, unless
+    KERNEL_AGENT_WARM=0 asks for the cold path (fresh processes for everything)."""
     start = time.monotonic()
+    ev = evaluator if evaluator is not None else evaluator_for(gpu)
     env = collect_env(problem)
-    master = seed if seed is not None else secrets.randbits(62)
     base: dict[str, Any] = {
         "problem": problem.name,
         "problem_hash": problem.content_hash,
         "kernel_hash": kernel_hash(kernel_code),
-        "seed": master,
         "env": env,
+        "workers": "warm" if ev is not None else "cold",
     }
     flags, syntax_error = check_source(kernel_code)
     if syntax_error:
         return BenchResult(
-            status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}", **base
-        )
-    with Job.create(kernel_code) as job, visible_gpu(gpu):
-        result = _evaluate(problem, kernel_code, job, master, env, flags, base, refresh_reference)
+            status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}",
+            seed=seed, **base,
+        )  # fmt: skip
+    clock: dict[str, float] = {"setup": time.monotonic() - start}
+    if ev is not None and not refresh_reference and _reference_cached(problem, env):
+        # A zygote not yet running starts now, beside the truth worker, unless that worker times the
+        # reference: a torch import beside it on a few cores would slow the reference and inflate speedups.
+        ev.zygote()
+    waiting = time.monotonic()
+    # Taken before the device lock: a prefetch still running holds that lock until it is done.
+    ready = (
+        ev.take_prefetched(problem.content_hash) if ev and seed is None and not refresh_reference else None
+    )
+    with ev.device if ev is not None else visible_gpu(gpu):
+        clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
+        prepared = _obtain(problem, env, seed, refresh_reference, ev, ready, clock)
+        prepared.job.write_kernel(kernel_code)
+        try:
+            result, suspicious = _evaluate(problem, kernel_code, prepared, flags, base, ev, clock)
+        finally:
+            prepared.discard()
     result.notices += _integrity_notices(problem)
+    if ev is not None:
+        if suspicious:
+            ev.replace_zygote()
+        _prefetch(problem, env, ev)
     result.seconds = time.monotonic() - start
+    result.phases = phases.finish(clock, result.seconds)
     return result
 
 
 def _evaluate(
     problem: Problem,
     kernel_code: str,
-    job: Job,
-    master: int,
-    env: EnvInfo,
+    prepared: Prepared,
     flags: list[Flag],
     base: dict[str, Any],
-    refresh_reference: bool = False,
-) -> BenchResult:
-    refs = ReferenceTimes(problem, env)
-    plan = Plan.make(problem, job, master, refs, refresh_reference)
-    truth = _run_truth(job, problem, plan)
+    ev: Evaluator | None,
+    clock: dict[str, float],
+) -> tuple[BenchResult, bool]:
+    """The candidate's run and the verdict; also whether its worker side must be replaced."""
+    job, plan, truth = prepared.job, prepared.plan, prepared.truth
+    base = {**base, "seed": prepared.master}
+    launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
     truth_msgs = {m["event"]: m for m in truth.messages}
     no_device = "no_device" in truth_msgs
     if no_device or "done" not in truth_msgs:
-        outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []})
+        outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []}, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
         if no_device:
             message = "benchmark needs a CUDA GPU and none is visible here; " + (
@@ -497,23 +629,46 @@ def _evaluate(
             )
             return BenchResult(
                 status="no_device", correct=False, speedup=None, message=message, compile=comp, **base
-            )
+            ), _suspicious(outcome, comp.status in ("ok", "no_device", "compile_error", "import_error"))
         err = truth_msgs.get("error", {})
         detail = err.get("message") or _where_truth_failed(truth)
         return BenchResult(
             status="harness_error", correct=False, speedup=None, compile=comp, output=truth.output,
             message=f"the reference/truth worker failed: {detail}", **base,
-        )  # fmt: skip
+        ), True  # fmt: skip
     ref_msgs = {m["name"]: m.get("reference") for m in truth.messages if m["event"] == "timing_ready"}
-    plan.attach_reference_errors(truth.messages)
-    verdicts = Verdicts(problem=problem, plan=plan, truths=plan.take_truth())
+    verdicts = Verdicts(problem=problem, plan=plan, truths=prepared.truths)
     for f in flags:
         verdicts.flags[f.name] = f
     watched = {problem.reference_path: text_hash(problem.reference_source)}
     changed_before = set(HARNESS.changed(watched))
     outcome = run_candidate(
-        job, problem, plan.candidate_request(), on_message=verdicts.handle, secrets=plan.secrets(master)
-    )
+        job, problem, plan.candidate_request(), on_message=verdicts.handle,
+        secrets=plan.secrets(prepared.master), **launch,
+    )  # fmt: skip
+    clock.update(phases.candidate_phases(outcome))
+    judging = time.monotonic()
+    result = _verdict(problem, outcome, verdicts, ref_msgs, base, watched, changed_before)
+    clock["judge"] = time.monotonic() - judging
+    clean = result.status in ("ok", "incorrect", "compile_error", "import_error") and not result.flags
+    return result, _suspicious(outcome, clean)
+
+
+def _suspicious(outcome: ChildOutcome, clean: bool) -> bool:
+    """Whether the warm side is replaced: any fault, timeout, flag, forged message or leftover process."""
+    return not clean or outcome.timed_out or bool(outcome.swept) or outcome.bad_messages > 0
+
+
+def _verdict(
+    problem: Problem,
+    outcome: ChildOutcome,
+    verdicts: Verdicts,
+    ref_msgs: dict[str, Any],
+    base: dict[str, Any],
+    watched: dict[Path, str],
+    changed_before: set[str],
+) -> BenchResult:
+    env = base["env"]
     if tampered := sorted(set(HARNESS.changed(watched)) - changed_before):
         verdicts.flag(
             "harness_tampering",

@@ -60,18 +60,41 @@ def _environ_has(pid: int, needle: bytes) -> bool:
         return False
 
 
-def marked_processes(token: str) -> list[int]:
-    """Live processes whose environment carries this job's marker (the harness itself never does)."""
+def marked_processes(token: str, exclude: set[int] | None = None) -> list[int]:
+    """Live processes whose environment carries this marker (the harness itself never does)."""
     needle = f"{MARKER_ENV}={token}\0".encode()
-    me = os.getpid()
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) != me]
+    skip = {os.getpid(), *(exclude or ())}
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and int(p.name) not in skip]
     return [pid for pid in pids if _environ_has(pid, needle)]
 
 
-def sweep(token: str) -> list[int]:
-    """Kill what is left of a job (its marker in the environment); returns the pids it killed."""
+def _parent(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from(pid: int, ancestors: set[int]) -> bool:
+    seen = 0
+    while pid > 1 and seen < 64:
+        pid = _parent(pid) or 0
+        if pid in ancestors:
+            return True
+        seen += 1
+    return False
+
+
+def sweep(token: str, exclude: set[int] | None = None, spare_trees: set[int] | None = None) -> list[int]:
+    """Kill what is left of a job (its marker in the environment); returns the pids it killed.
+
+    A warm zygote's children all carry the zygote's marker: `exclude` spares the zygote itself and
+    `spare_trees` the process trees of other candidates it forked that are still running."""
     killed = []
-    for pid in marked_processes(token):
+    for pid in marked_processes(token, exclude):
+        if spare_trees and (pid in spare_trees or _descends_from(pid, spare_trees)):
+            continue
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)

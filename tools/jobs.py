@@ -9,6 +9,7 @@ Layout of a job (a fresh temporary folder, removed afterwards):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -18,13 +19,17 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tools import isolation
 from tools.integrity import HARNESS
 from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
 from tools.sandbox import ChildOutcome, Deadline, MessageHandler, cache_root, child_env, run_child
+
+
+class WarmUnavailable(RuntimeError):
+    """A warm worker could not start or fork; the caller falls back to the cold path."""
 
 
 def kernel_hash(kernel_code: str) -> str:
@@ -37,14 +42,26 @@ class Job:
     token: str = field(default_factory=lambda: uuid.uuid4().hex[:16])  # marks its processes and builds
 
     @classmethod
-    def create(cls, kernel_code: str) -> Job:
-        root = Path(tempfile.mkdtemp(prefix="kagent-job-"))
+    def create(cls, kernel_code: str | None, parent: Path | None = None) -> Job:
+        """A fresh job folder under `parent` (default: the system's temporary folder); a job prepared
+        ahead of its candidate gets its kernel later (`write_kernel`)."""
+        root = Path(tempfile.mkdtemp(prefix="kagent-job-", dir=parent))
         for sub in ("work", "shared", "private"):
             (root / sub).mkdir()
         (root / "private").chmod(0o700)
-        (root / "work" / "kernel.py").write_text(kernel_code)
+        if kernel_code is not None:
+            (root / "work" / "kernel.py").write_text(kernel_code)
         HARNESS.write_package(root / "harness")
         return cls(root)
+
+    def write_kernel(self, kernel_code: str) -> None:
+        (self.work / "kernel.py").write_text(kernel_code)
+
+    def move_to(self, parent: Path) -> Path:
+        """Move the whole job under `parent` (one rename on the same filesystem); returns the old root."""
+        old, self.root = self.root, parent / self.root.name
+        old.rename(self.root)
+        return old
 
     @property
     def harness(self) -> Path:
@@ -97,17 +114,35 @@ def _check_no_secrets(env: dict[str, str], request: dict[str, Any], secrets: Ite
         raise RuntimeError(f"harness bug: {len(leaked)} secret value(s) would reach the candidate's process")
 
 
+class Launcher(Protocol):
+    """Runs the candidate worker and supervises it: a warm zygote's fork (tools/warm.py)."""
+
+    def __call__(
+        self,
+        cwd: Path,
+        env: dict[str, str],
+        request_path: Path,
+        deadline: Deadline,
+        on_message: MessageHandler,
+    ) -> ChildOutcome: ...
+
+
 def run_candidate(
     job: Job,
     problem: Problem,
     request: dict[str, Any],
     on_message: MessageHandler | None = None,
     secrets: Iterable[str] = (),
+    *,
+    launcher: Launcher | None = None,
+    secret_dirs: Iterable[Path] = (),
 ) -> ChildOutcome:
     """The candidate worker: compile budget until it reports its import, then the evaluation budget.
 
     It runs contained (tools.isolation), from the job's harness snapshot, with the runtime guard's policy
     in its request and a memory cap on its compiles; afterwards its processes and partial builds are gone.
+    `launcher` (warm workers) forks it from a zygote instead of starting a new interpreter; where that is
+    not possible it starts cold. `secret_dirs`: more folders its guard refuses to read (prepared jobs).
     """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
@@ -117,7 +152,8 @@ def run_candidate(
             deadline.extend_to(limits.eval_timeout_s)
         return on_message(msg) if on_message else None
 
-    request = {"device": problem.spec.device, "secret_dirs": [str(job.private)], **request}
+    hidden = [str(job.private), *map(str, secret_dirs)]
+    request = {"device": problem.spec.device, "secret_dirs": hidden, **request}
     extra = {
         "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
         "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
@@ -131,6 +167,9 @@ def run_candidate(
     request_path = job.work / "request.json"
     request_path.write_text(json.dumps(request))
     try:
+        if launcher is not None:
+            with contextlib.suppress(WarmUnavailable):
+                return launcher(job.work, env, request_path, deadline, handle)
         return run_child(
             "tools.worker_candidate",
             [str(request_path)],

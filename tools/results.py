@@ -188,6 +188,10 @@ class BenchResult(Model):
     usage: KernelUsage | None = None
     env: EnvInfo = Field(default_factory=EnvInfo)
     seconds: float = 0.0
+    phases: dict[str, float] = Field(
+        default_factory=dict, description="seconds per phase of this evaluation (names: tools/phases.py)"
+    )
+    workers: Literal["cold", "warm"] = Field("cold", description="fresh processes, or warm workers")
     output: str = ""
     notices: list[str] = Field(
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"

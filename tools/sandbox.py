@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 from tools import isolation
 
@@ -108,7 +108,7 @@ def visible_gpu(gpu: int | None) -> Any:
         _visible_gpu.reset(token)
 
 
-def _cuda_visible_devices(gpu: int) -> str:
+def cuda_visible_devices(gpu: int) -> str:
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     return visible[gpu] if gpu < len(visible) else str(gpu)
 
@@ -139,7 +139,7 @@ def child_env(
     )
     (workdir / "tmp").mkdir(parents=True, exist_ok=True)
     if (gpu := _visible_gpu.get()) is not None:
-        env["CUDA_VISIBLE_DEVICES"] = _cuda_visible_devices(gpu)
+        env["CUDA_VISIBLE_DEVICES"] = cuda_visible_devices(gpu)
     env.update(extra or {})
     return env
 
@@ -184,6 +184,11 @@ class ChildOutcome:
     handler_errors: list[str] = field(default_factory=list)
     isolation: str = ""
     swept: list[int] = field(default_factory=list)
+    arrivals: list[tuple[str, float]] = field(default_factory=list)  # (event, seconds since start)
+
+    def at(self, event: str) -> float | None:
+        """When the first message of this kind arrived (seconds since the child started), if it did."""
+        return next((t for e, t in self.arrivals if e == event), None)
 
     @property
     def signal_name(self) -> str | None:
@@ -232,6 +237,15 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
 
 
+def track_group(pgid: int, live: bool = True) -> None:
+    """Count a long-lived worker's group among those `kill_all_children` kills (Ctrl-C, shutdown)."""
+    with _live_lock:
+        if live:
+            _live_groups.add(pgid)
+        else:
+            _live_groups.discard(pgid)
+
+
 def kill_all_children() -> None:
     """Kill every live candidate/truth process group (Ctrl-C, shutdown); a worker in a PID namespace
     takes its whole namespace with it."""
@@ -256,6 +270,19 @@ class Deadline:
 
 
 MessageHandler = Callable[[dict[str, Any]], str | None]
+
+
+class ChildProcess(Protocol):
+    """What supervision needs of a child: `subprocess.Popen`, or a worker forked by a warm zygote."""
+
+    pid: int
+    stdin: IO[bytes] | None
+    stdout: IO[bytes] | None
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self) -> int: ...
 
 
 def run_child(
@@ -292,24 +319,50 @@ def run_child(
         start_new_session=True,
     )
     os.close(write_fd)
+    marker = env.get(isolation.MARKER_ENV)
+    return supervise(proc, read_fd, deadline, on_message, start=start, how=how, sweep=lambda: _sweep(marker))
+
+
+def _sweep(marker: str | None) -> list[int]:
+    return isolation.sweep(marker) if marker else []
+
+
+def supervise(
+    proc: ChildProcess,
+    read_fd: int,
+    deadline: Deadline,
+    on_message: MessageHandler | None,
+    *,
+    start: float,
+    how: str,
+    sweep: Callable[[], list[int]],
+) -> ChildOutcome:
+    """Read the child's channel and output until it exits or the deadline passes; then kill its group
+    and `sweep` whatever it left. The outcome records when each message arrived (the phase breakdown)."""
     with _live_lock:
         _live_groups.add(proc.pid)
 
     def reply(msg: dict[str, Any]) -> None:
         answer = on_message(msg) if on_message is not None else None
         if answer is not None and proc.stdin is not None:
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, ValueError):
                 proc.stdin.write(answer.encode() + b"\n")
                 proc.stdin.flush()
 
     output = BoundedOutput()
     messages: list[dict[str, Any]] = []
+    arrivals: list[tuple[str, float]] = []
     bad: list[int] = []
     handler_errors: list[str] = []
+
+    def on_raw(msg: dict[str, Any]) -> None:
+        arrivals.append((msg["event"], time.monotonic() - start))
+        reply(msg)
+
     readers = [
         threading.Thread(target=_drain, args=(proc.stdout, output), daemon=True),
         threading.Thread(
-            target=_read_messages, args=(read_fd, messages, bad, reply, handler_errors), daemon=True
+            target=_read_messages, args=(read_fd, messages, bad, on_raw, handler_errors), daemon=True
         ),
     ]
     for t in readers:
@@ -320,14 +373,14 @@ def run_child(
             if deadline.expired:
                 timed_out = True
                 break
-            time.sleep(0.05)
+            time.sleep(0.02)
     finally:
         # Whatever the child left behind in its group goes with it.
         kill_group(proc.pid)
         proc.wait()
         with _live_lock:
             _live_groups.discard(proc.pid)
-    swept = isolation.sweep(env[isolation.MARKER_ENV]) if isolation.MARKER_ENV in env else []
+    swept = sweep()
     for t in readers:
         t.join(timeout=5)
     return ChildOutcome(
@@ -341,6 +394,7 @@ def run_child(
         handler_errors=handler_errors,
         isolation=how,
         swept=swept,
+        arrivals=arrivals,
     )
 
 

@@ -342,8 +342,13 @@ def install_guard(req: dict[str, Any], channel: Channel) -> None:
 
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
+    channel.send("ready")  # torch and the harness are imported (the phase breakdown starts here)
     req = json.loads(Path(request_path).read_text())
     device = req["device"]
+    if device == "cuda" and req["mode"] != "compile" and torch.cuda.is_available():
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        channel.send("cuda_ready")
     reset_backend_flags()
     build.install()
     install_guard(req, channel)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -127,13 +128,19 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
     )
     torch.save(truths, item["truth_path"])
     del truths
+    start = time.perf_counter()
     stats = reference_timing(built, sets, device, item["cfg"]) if item["time_reference"] else None
-    channel.send("timing_ready", name=item["name"], reference=stats, ref_errors=ref_errors)
+    channel.send(
+        "timing_ready",
+        name=item["name"],
+        reference=stats,
+        ref_errors=ref_errors,
+        reference_seconds=time.perf_counter() - start,
+    )
 
 
-def main(request_path: str, fd: str) -> int:
-    channel = Channel(int(fd))
-    req = json.loads(Path(request_path).read_text())
+def run_request(req: dict[str, Any], channel: Channel) -> int:
+    """One evaluation's data and truth: every case, then every timing shape."""
     device = req["device"]
     if device == "cuda" and not torch.cuda.is_available():
         channel.send("no_device", message="this problem needs a CUDA GPU and none is visible")
@@ -156,5 +163,30 @@ def main(request_path: str, fd: str) -> int:
     return 0
 
 
+def main(request_path: str, fd: str) -> int:
+    channel = Channel(int(fd))
+    channel.send("ready")
+    return run_request(json.loads(Path(request_path).read_text()), channel)
+
+
+def serve(fd: str) -> int:
+    """The warm truth worker (tools/warm.py): one request per stdin line, each answered on the channel
+    and closed by `finished`; CUDA stays initialised between requests, its cached memory is released."""
+    channel = Channel(int(fd))
+    if torch.cuda.is_available():
+        torch.empty(1, device="cuda")
+    channel.send("ready")
+    for line in sys.stdin:
+        req = json.loads(line)
+        channel.send("ready", id=req["id"])
+        code = run_request(req, channel)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        channel.send("finished", id=req["id"], returncode=code)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "--serve":
+        sys.exit(serve(sys.argv[2]))
     sys.exit(main(sys.argv[1], sys.argv[2]))

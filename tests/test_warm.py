@@ -1,0 +1,183 @@
+"""Warm evaluation workers (tools/warm.py) on the CPU: real zygote, real truth server, real candidates.
+
+Candidates are the shipped C++ baseline with only its Python edited, so the C++ is built once per run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.candidates import scan_variants as v
+from tools.benchmark import benchmark
+from tools.compile_kernel import compile_kernel
+from tools.problem import Problem, load_problem
+from tools.results import BenchResult
+from tools.warm import Evaluator
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+LEAVES_STATE = v.replace("import torch\n", "import torch\ntorch.kagent_leftover = 1\n")
+SEES_STATE = v.with_forward_tail('if "kagent_leftover" in vars(torch):', "    y = y * 0")
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Problem:
+    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Evaluator]:
+    ev = Evaluator()
+    yield ev
+    ev.shutdown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _verdict(r: BenchResult) -> tuple[object, ...]:
+    cases = [(c.name, c.status, c.max_abs_err, c.rel_l2_err) for c in r.cases]
+    return r.status, r.correct, r.flags, cases, r.seed
+
+
+def test_warm_and_cold_give_the_same_verdicts(
+    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warm_results = [
+        benchmark(tiny, code, seed=1234567890123, evaluator=warm)
+        for code in (v.baseline(), v.wrong_no_skip())
+    ]
+    monkeypatch.setenv("KERNEL_AGENT_WARM", "0")
+    cold_results = [benchmark(tiny, code, seed=1234567890123) for code in (v.baseline(), v.wrong_no_skip())]
+    assert [r.workers for r in warm_results + cold_results] == ["warm", "warm", "cold", "cold"]
+    assert [r.status for r in warm_results] == ["ok", "incorrect"]
+    # Same seed, same data, same deterministic kernel: identical verdicts and errors, case by case.
+    assert [_verdict(r) for r in warm_results] == [_verdict(r) for r in cold_results]
+    assert warm_results[0].timings[0].rechecked
+    assert all(c.status == "passed" for c in warm_results[0].timings[0].rechecked)
+    for r in warm_results + cold_results:
+        assert {"candidate_start", "compile_import", "cases", "judge", "other"} <= set(r.phases)
+        assert sum(r.phases.values()) == pytest.approx(r.seconds, abs=0.05)
+
+
+def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, warm: Evaluator) -> None:
+    first = benchmark(tiny, v.baseline(), evaluator=warm)  # times nothing anew afterwards: prefetch starts
+    assert first.status == "ok", first.message
+    assert warm.pending(tiny.content_hash)
+    second = benchmark(tiny, v.wrong_no_skip(), evaluator=warm)
+    third = benchmark(tiny, v.baseline(), evaluator=warm)
+    assert second.status == "incorrect", second.message
+    assert third.status == "ok", third.message
+    # Prepared ahead: no truth worker ran on these evaluations' critical path.
+    assert "truth_start" not in second.phases
+    assert "truth_start" not in third.phases
+    assert len({first.seed, second.seed, third.seed}) == 3  # a fresh secret seed every evaluation
+
+
+def test_a_crash_replaces_the_zygote_and_the_next_candidate_is_clean(tiny: Problem, warm: Evaluator) -> None:
+    assert benchmark(tiny, v.baseline(), seed=11, evaluator=warm).status == "ok"
+    before = warm.zygote_pid()
+    crashed = benchmark(tiny, v.segfault(), seed=12, evaluator=warm)
+    assert crashed.status == "crashed", crashed.message
+    after = warm.zygote_pid()
+    assert before is not None
+    assert after is not None
+    assert after != before
+    assert not _alive(before)
+    again = benchmark(tiny, v.baseline(), seed=13, evaluator=warm)
+    assert again.status == "ok", again.message
+
+
+def test_a_candidates_module_state_never_reaches_the_next_one(tiny: Problem, warm: Evaluator) -> None:
+    # The first candidate leaves a marker on the torch module; were its process reused, the second would
+    # see it and zero its output. Both are clean, so the zygote is not replaced between them.
+    assert benchmark(tiny, v.baseline(), seed=21, evaluator=warm).status == "ok"
+    zygote = warm.zygote_pid()
+    leaves = benchmark(tiny, LEAVES_STATE, seed=22, evaluator=warm)
+    sees = benchmark(tiny, SEES_STATE, seed=23, evaluator=warm)
+    assert leaves.status == "ok", leaves.message
+    assert sees.status == "ok", sees.message
+    assert warm.zygote_pid() == zygote
+
+
+def test_a_cache_hit_compiles_through_the_zygote(tiny: Problem, warm: Evaluator) -> None:
+    result = compile_kernel(tiny, v.python_only_edit(), evaluator=warm)
+    assert result.status == "ok", result.message
+    assert result.cached
+
+
+def test_prepared_data_is_off_limits_to_other_candidates(tiny: Problem) -> None:
+    ev = Evaluator()
+    try:
+        assert benchmark(tiny, v.baseline(), evaluator=ev).status == "ok"
+        ev.wait_prefetch(tiny.content_hash)
+        files = list(ev.staging.rglob("*.pt"))
+        assert files, "a prepared job waits in staging"
+        snooper = v.replace("import torch\n", f"import torch\nopen({str(files[0])!r}, 'rb').read()\n")
+        result = benchmark(tiny, snooper, seed=31, evaluator=ev)
+        assert "forbidden_file_access" in result.flags
+        assert not result.correct
+        assert result.status == "import_error"
+    finally:
+        ev.shutdown()
+
+
+SCRIPT = """
+import json, os, signal, sys
+from tests.candidates import scan_variants as v
+from tools.benchmark import benchmark
+from tools.problem import load_problem
+from tools.warm import evaluator_for
+p = load_problem(sys.argv[1])
+r = benchmark(p, v.baseline())
+ev = evaluator_for(None)
+print(json.dumps({"status": r.status, "workers": r.workers, "zygote": ev.zygote_pid(), "root": str(ev.root),
+                  "truth": [s.proc.pid for s in ev._truth.values()]}), flush=True)
+if sys.argv[2] == "sigint":
+    os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigint"])
+def test_no_process_or_folder_is_left_after_the_harness_exits(tiny: Problem, how: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(TESTS / "problems" / "scan_tiny.yaml"), how],
+        cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "KERNEL_AGENT_WARM": "1"},
+    )  # fmt: skip
+    info = json.loads(proc.stdout.strip().splitlines()[0])
+    assert info["status"] == "ok"
+    assert info["workers"] == "warm"
+    if how == "sigint":
+        assert proc.returncode == -signal.SIGINT or "KeyboardInterrupt" in proc.stderr
+    pids = [info["zygote"], *info["truth"]]
+    assert len(pids) == 2
+    assert not any(_alive(pid) for pid in pids)
+    assert not Path(info["root"]).exists()
+    assert not _processes_mentioning(info["root"])  # forked candidates carry the zygote's environment
+
+
+def _processes_mentioning(text: str) -> list[int]:
+    needle = text.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes() and _alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

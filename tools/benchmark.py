@@ -467,10 +467,12 @@ def _timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> N
         )
 
 
-# The parent's stamps of the timed loop carry a pipe hop and a thread wake-up each: allow for those, and for
-# a loaded host, before calling a disagreement a patched clock.
+# The parent's stamps of the timed loop carry a pipe hop and a thread wake-up each (well under a millisecond
+# on a quiet host; a few GIL switch intervals on a busy one): allow for those before calling a disagreement
+# a faked clock. The slack must stay small next to a real timed loop (~100 ms on the H200's scan), or a
+# 10x-slow clock would hide inside it.
 PARENT_CLOCK_RATIO = 1.5
-PARENT_CLOCK_SLACK_MS = 100.0
+PARENT_CLOCK_SLACK_MS = 25.0
 
 
 def _parent_clock_guard(verdicts: Verdicts, shape: TimingShape, cand: TimingStats) -> None:

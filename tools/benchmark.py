@@ -122,6 +122,11 @@ class Plan:
             item["ref_errors"] = by_name.get(("timing_ready", item["name"]), {}).get("ref_errors", [])
 
 
+# A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
+# such an entry is not served, so the next evaluation times the reference again.
+MAX_CACHED_REFERENCE_RSE = 0.2
+
+
 class ReferenceTimes:
     """Reference medians cached per problem hash, shape, host, device and torch version."""
 
@@ -132,7 +137,8 @@ class ReferenceTimes:
 
     def get(self, shape: TimingShape) -> TimingStats | None:
         raw = self.data.get(f"{self.prefix}|{shape.name}")
-        return TimingStats.model_validate(raw) if raw else None
+        stats = TimingStats.model_validate(raw) if raw else None
+        return stats if stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE else None
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
         current = json.loads(self.path.read_text()) if self.path.is_file() else {}

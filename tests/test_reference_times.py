@@ -1,0 +1,31 @@
+"""The reference-time cache serves only steady medians: a noisy one is timed again, not reused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tools.benchmark import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.envinfo import collect_env
+from tools.problem import load_problem
+from tools.results import TimingStats
+
+TINY = Path(__file__).resolve().parent / "problems" / "scan_tiny.yaml"
+
+
+def stats(rse: float) -> TimingStats:
+    return TimingStats(median_ms=100.0, rse=rse, n=3, min_ms=50.0, max_ms=900.0, mean_ms=300.0, clock="host")
+
+
+def test_a_noisy_reference_median_is_not_served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
+    problem = load_problem(TINY)
+    shape = problem.primary
+    refs = ReferenceTimes(problem, collect_env(problem))
+    refs.put(shape, stats(0.81))  # seen: 3 samples on a loaded 2-core host
+    assert ReferenceTimes(problem, collect_env(problem)).get(shape) is None
+    refs.put(shape, stats(MAX_CACHED_REFERENCE_RSE / 4))
+    served = ReferenceTimes(problem, collect_env(problem)).get(shape)
+    assert served is not None
+    assert served.median_ms == 100.0

@@ -116,6 +116,9 @@ def _best_line(best: BestSoFar | None, improved: bool) -> str:
 def bench_headline(result: BenchResult) -> str:
     if result.correct and result.speedup is not None:
         return f"benchmark CORRECT: {result.speedup:.2f}x the reference's speed."
+    if result.status == "suspect":
+        why = next((f.message for f in result.flag_details if f.name == "timing_mismatch"), result.message)
+        return f"benchmark SUSPECT: outputs correct, timing not trusted (no speedup counted): {why}"
     if result.status == "incorrect":
         failed = [c.name for c in result.cases if c.status in ("failed", "error")]
         what = f"{len(failed)} of {len(result.cases)} cases failed" if failed else "disqualified"

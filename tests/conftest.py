@@ -54,3 +54,14 @@ def repo() -> Path:
 @pytest.fixture(scope="session")
 def tests_dir() -> Path:
     return TESTS
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """$KERNEL_AGENT_FAILURE_LOG (set by bench/h200_gate.sh): each failure's report, written the moment it
+    happens, so a run cut short by its time limit still says why each test failed."""
+    path = os.environ.get("KERNEL_AGENT_FAILURE_LOG")
+    if path and report.failed:
+        with Path(path).open("a") as fh:
+            fh.write(
+                f"=== {report.nodeid} ({report.when}, {report.duration:.1f} s)\n{report.longreprtext}\n\n"
+            )

@@ -5,6 +5,7 @@ Run there with `python -m pytest -m gpu`. Skipped where no CUDA device is visibl
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -49,3 +50,18 @@ def test_a_cached_rebuild_is_fast_on_the_gpu_host() -> None:
     assert again.status == "ok"
     assert again.cached
     assert again.seconds < 2.0
+
+
+@pytest.mark.gpu
+def test_the_next_evaluation_runs_in_a_cuda_worker_made_ahead() -> None:
+    """After an evaluation, a CUDA worker is made while the caller thinks (context, cuBLAS and profiler
+    started): the next candidate pays neither CUDA's start-up nor the profiler's (~4 s on the H200)."""
+    problem = load_problem(REPO / "tests" / "adversarial" / "gpu" / "scan_gpu_small.yaml")
+    first = benchmark(problem, BASELINE.read_text())
+    assert first.status == "ok", first.message
+    time.sleep(8)  # the model's turn: truth and the worker are prepared meanwhile
+    second = benchmark(problem, BASELINE.read_text())
+    assert second.status == "ok", second.message
+    assert second.workers == "warm"
+    assert second.phases.get("truth_wait", 0.0) < 1.0, second.phases
+    assert second.phases["cuda_init"] < 0.05, second.phases

@@ -9,7 +9,6 @@ Layout of a job (a fresh temporary folder, removed afterwards):
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ from tools.integrity import HARNESS
 from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
 from tools.sandbox import ChildOutcome, Deadline, MessageHandler, cache_root, child_env, run_child
+from tools.watchdog import Watchdog
 
 
 class WarmUnavailable(RuntimeError):
@@ -136,20 +136,23 @@ def run_candidate(
     *,
     launcher: Launcher | None = None,
     secret_dirs: Iterable[Path] = (),
+    call_bounds: dict[tuple[str, str], float] | None = None,
 ) -> ChildOutcome:
-    """The candidate worker: compile budget until it reports its import, then the evaluation budget.
+    """The candidate worker: the compile budget until it reports its import, then bounds derived from the
+    work (tools/watchdog.py, `call_bounds` per case and shape) under the evaluation's budget.
 
     It runs contained (tools.isolation), from the job's harness snapshot, with the runtime guard's policy
     in its request and a memory cap on its compiles; afterwards its processes and partial builds are gone.
     `launcher` (warm workers) forks it from a zygote instead of starting a new interpreter; where that is
-    not possible it starts cold. `secret_dirs`: more folders its guard refuses to read (prepared jobs).
+    not possible it starts cold, and the outcome's notices say why. `secret_dirs`: more folders its guard
+    refuses to read (prepared jobs).
     """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
+    watchdog = Watchdog(deadline, limits, call_bounds or {})
 
     def handle(msg: dict[str, Any]) -> str | None:
-        if msg["event"] in ("imported", "import_failed"):
-            deadline.extend_to(limits.eval_timeout_s)
+        watchdog.on_message(msg)
         return on_message(msg) if on_message else None
 
     hidden = [str(job.private), *map(str, secret_dirs)]
@@ -167,20 +170,41 @@ def run_candidate(
     request_path = job.work / "request.json"
     request_path.write_text(json.dumps(request))
     try:
-        if launcher is not None:
-            with contextlib.suppress(WarmUnavailable):
-                return launcher(job.work, env, request_path, deadline, handle)
-        return run_child(
-            "tools.worker_candidate",
-            [str(request_path)],
-            cwd=job.work,
-            env=env,
-            deadline=deadline,
-            on_message=handle,
-            isolate=True,
-        )
+        outcome = _launch(job, env, request_path, deadline, handle, launcher)
     finally:
         sweep_build_tmp(job)
+    if outcome.timed_out:
+        outcome.timeout_reason = watchdog.explain()
+    return outcome
+
+
+def _launch(
+    job: Job,
+    env: dict[str, str],
+    request_path: Path,
+    deadline: Deadline,
+    handle: MessageHandler,
+    launcher: Launcher | None,
+) -> ChildOutcome:
+    """Forked from the warm zygote where possible, else a fresh process; never a silent fallback."""
+    notices: list[str] = []
+    if launcher is not None:
+        try:
+            return launcher(job.work, env, request_path, deadline, handle)
+        except WarmUnavailable as exc:
+            notices.append(f"warm workers unavailable, the candidate ran in a fresh process: {exc}")
+    outcome = run_child(
+        "tools.worker_candidate",
+        [str(request_path)],
+        cwd=job.work,
+        env=env,
+        deadline=deadline,
+        on_message=handle,
+        isolate=True,
+    )
+    outcome.notices += notices
+    outcome.fell_back = launcher is not None
+    return outcome
 
 
 def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
@@ -189,7 +213,8 @@ def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
 
 def describe_exit(outcome: ChildOutcome) -> str:
     if outcome.timed_out:
-        return f"timed out after {outcome.seconds:.0f} s (the whole process group was killed)"
+        why = f": {outcome.timeout_reason}" if outcome.timeout_reason else ""
+        return f"timed out after {outcome.seconds:.0f} s (the whole process group was killed){why}"
     if outcome.signal_name == "SIGKILL":
         return (
             "the process died of SIGKILL (sent by the candidate to itself, its parent or its process group, "

@@ -14,6 +14,7 @@ CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crash
 BenchStatus = Literal[
     "ok",  # evaluated: correct and timed
     "incorrect",  # evaluated: some case failed or a disqualifying flag was raised
+    "suspect",  # evaluated: every output correct, but the clocks disagreed twice; no speedup, never the best
     "compile_error",
     "import_error",
     "timeout",
@@ -122,6 +123,12 @@ class TimingStats(Model):
     max_ms: float
     mean_ms: float
     host_median_ms: float | None = None
+    escaped_median_ms: float | None = Field(
+        None,
+        description="CUDA: host-clock time from the end event's completion to the end of a device-wide "
+        "synchronize, less an idle synchronize's cost (work that escaped the events)",
+    )
+    launch_median_ms: float | None = Field(None, description="CUDA: host time to issue one call")
     clock: Literal["cuda_event", "host"] = "cuda_event"
     batch_ms: float | None = Field(
         None, description="the timed loop's wall time, by the timing process's clock"

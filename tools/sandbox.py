@@ -185,6 +185,9 @@ class ChildOutcome:
     isolation: str = ""
     swept: list[int] = field(default_factory=list)
     arrivals: list[tuple[str, float]] = field(default_factory=list)  # (event, seconds since start)
+    notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
+    fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
+    timeout_reason: str = ""  # which bound ran out (tools/watchdog.py)
 
     def at(self, event: str) -> float | None:
         """When the first message of this kind arrived (seconds since the child started), if it did."""

@@ -1,7 +1,11 @@
 """One timing loop for the candidate and the reference alike.
 
-CUDA: a 256 MB write flushes L2 before every iteration, CUDA events bracket the call, and the host clock
-measures the same call up to a device-wide synchronize (work left on a side stream shows there).
+CUDA: a 256 MB write flushes L2 before every iteration and CUDA events bracket the call. The host clock
+then measures what the events cannot see, like with like: from the moment the end event has completed to
+the end of a device-wide synchronize, minus what a second, idle device-wide synchronize costs right after
+(the host's own overhead, which a loaded host inflates). An honest call leaves nothing after its end event,
+so this `escaped` time is near zero however slow the host; work left on a side stream shows there in full.
+The host clock over the whole call (`host_ms`) and the time to issue it (`launch_ms`) are recorded too.
 CPU: the host clock. Iterations stop once the median's relative standard error is under the target.
 """
 
@@ -12,7 +16,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,6 +28,7 @@ _EVENT = torch.cuda.Event
 _EVENT_BASE = getattr(torch._C, "_CudaEventBase", None)
 _RECORD = _EVENT_BASE.record if _EVENT_BASE is not None else None
 _ELAPSED = _EVENT_BASE.elapsed_time if _EVENT_BASE is not None else None
+_EVENT_SYNC = _EVENT_BASE.synchronize if _EVENT_BASE is not None else None
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
 
@@ -37,11 +42,15 @@ class Samples:
     host_ms: list[float]
     clock: str
     batch_ms: float = 0.0  # the whole timed loop (flushes and the harness's own work included), host clock
+    escaped_ms: list[float] = field(default_factory=list)  # CUDA: host-clock time after the end event
+    launch_ms: list[float] = field(default_factory=list)  # CUDA: host time to issue the call
 
     def stats(self) -> dict[str, float | int | str | None]:
         main = self.device_ms if self.clock == "cuda_event" else self.host_ms
         med = statistics.median(main)
         return {
+            "escaped_median_ms": statistics.median(self.escaped_ms) if self.escaped_ms else None,
+            "launch_median_ms": statistics.median(self.launch_ms) if self.launch_ms else None,
             "median_ms": med,
             "rse": median_rse(main),
             "n": len(main),
@@ -85,6 +94,13 @@ def _record(event: torch.cuda.Event) -> None:
         _RECORD(event, _CURRENT_STREAM())
     else:
         event.record()
+
+
+def _wait(event: torch.cuda.Event) -> None:
+    if _EVENT_SYNC is not None:
+        _EVENT_SYNC(event)
+    else:
+        event.synchronize()
 
 
 def _elapsed(start: torch.cuda.Event, end: torch.cuda.Event) -> float:
@@ -136,6 +152,8 @@ def measure(
             _sync()
     device_ms: list[float] = []
     host_ms: list[float] = []
+    escaped_ms: list[float] = []
+    launch_ms: list[float] = []
     if on_batch is not None:
         on_batch("begin")
     batch_start = _PERF_COUNTER()
@@ -149,10 +167,17 @@ def measure(
             h0 = _PERF_COUNTER()
             _record(start)
             call(i)
+            issued = _PERF_COUNTER()
             _record(end)
+            _wait(end)
+            end_done = _PERF_COUNTER()
             _sync()
             h1 = _PERF_COUNTER()
+            _sync()  # nothing left to wait for: what a synchronize costs this host right now
+            idle = _PERF_COUNTER() - h1
             device_ms.append(_elapsed(start, end))
+            escaped_ms.append(max(0.0, (h1 - end_done) - idle) * 1e3)
+            launch_ms.append((issued - h0) * 1e3)
         else:
             h0 = _PERF_COUNTER()
             call(i)
@@ -167,5 +192,10 @@ def measure(
     if on_batch is not None:
         on_batch("end")
     return Samples(
-        device_ms=device_ms, host_ms=host_ms, clock="cuda_event" if cuda else "host", batch_ms=batch_ms
+        device_ms=device_ms,
+        host_ms=host_ms,
+        clock="cuda_event" if cuda else "host",
+        batch_ms=batch_ms,
+        escaped_ms=escaped_ms,
+        launch_ms=launch_ms,
     )

@@ -74,6 +74,8 @@ WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
 SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak, two of them at once
 START_TIMEOUT_S = 180.0
+POISON_TEST_ENV = "KERNEL_AGENT_TEST_POISON_FORK"
+CUDA_FORK_USABLE = ("ok", "no_gpu")
 
 
 def warm_enabled() -> bool:
@@ -99,7 +101,10 @@ class Zygote:
         home.mkdir(parents=True)
         self.log = home / "zygote.log"
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = child_env(home, {isolation.MARKER_ENV: self.token, **extra_env}, harness=root / "harness")
+        extra = {isolation.MARKER_ENV: self.token, **extra_env}
+        if os.environ.get(POISON_TEST_ENV):  # tests only: a zygote that reaches the driver before it forks
+            extra[POISON_TEST_ENV] = os.environ[POISON_TEST_ENV]
+        env = child_env(home, extra, harness=root / "harness")
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tools.zygote", str(theirs.fileno())],
@@ -109,7 +114,10 @@ class Zygote:
         theirs.close()
         track_group(self.proc.pid)
         self.pidns: bool | None = None
+        self.cuda_fork = ""  # its probe: "ok", "no_gpu", or why CUDA cannot start in its children
         self.ready = threading.Event()
+        self.prepared = threading.Event()  # a CUDA worker made ahead of need is waiting (or failed)
+        self.prepared_pid: int | None = None  # that worker, spared by the sweeps after other candidates
         self.spawned: queue.Queue[int] = queue.Queue()
         self.exits: dict[int, int] = {}
         self.changed = threading.Condition()
@@ -131,8 +139,17 @@ class Zygote:
                     self.dead = True
                 elif msg.get("event") == "ready":
                     self.pidns = bool(msg.get("pidns"))
+                    self.cuda_fork = str(msg.get("cuda_fork", ""))
                 elif msg.get("event") == "spawned":
                     self.spawned.put(int(msg["pid"]))
+                    if msg.get("prepared"):
+                        self.prepared.clear()
+                        self.prepared_pid = None
+                elif msg.get("event") == "preparing":
+                    self.prepared_pid = int(msg["pid"])
+                elif msg.get("event") in ("prepared", "prepare_failed"):
+                    self.prepared_pid = int(msg["pid"]) if msg["event"] == "prepared" else None
+                    self.prepared.set()
                 elif msg.get("event") == "exited":
                     self.exits[int(msg["pid"])] = int(msg["returncode"])
                 self.changed.notify_all()
@@ -149,6 +166,22 @@ class Zygote:
         if not self.ready.wait(START_TIMEOUT_S) or self.pidns is None:
             raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
         return self.pidns
+
+    def request_prepared(self) -> bool:
+        """Ask for a CUDA worker made ahead of need (context, cuBLAS and profiler started); False where
+        CUDA cannot start in the zygote's children. Returns at once: `wait_prepared` waits for it."""
+        want_pidns = isolation.mode() == isolation.PIDNS
+        if not self.alive() or self.wait_ready() is False and want_pidns or self.cuda_fork != "ok":
+            return False
+        with self.order_lock:
+            try:
+                self.sock.send(json.dumps({"op": "prepare", "pidns": want_pidns}).encode())
+            except OSError:
+                return False
+        return True
+
+    def wait_prepared(self, timeout: float = START_TIMEOUT_S) -> bool:
+        return self.prepared.wait(timeout)
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):
@@ -168,10 +201,13 @@ class Zygote:
         want_pidns = isolation.mode() == isolation.PIDNS
         if not self.wait_ready() and want_pidns:
             raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
+        if _needs_cuda(request_path) and self.cuda_fork not in CUDA_FORK_USABLE:
+            raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
-        order = {"cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns}
+        cuda = _needs_cuda(request_path)
+        order = {"cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns, "cuda": cuda}
         try:
             with self.order_lock:
                 socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
@@ -191,7 +227,7 @@ class Zygote:
             # A forked child's /proc environ is the zygote's: the job marker finds what it exec'd, and the
             # zygote's marker what it forked (sparing the zygote and candidates of other jobs still running).
             left = isolation.sweep(marker) if marker else []
-            others = self.live - {pid}
+            others = (self.live - {pid}) | ({self.prepared_pid} if self.prepared_pid else set())
             return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
 
         how = isolation.PIDNS if want_pidns else isolation.GROUP
@@ -211,6 +247,12 @@ class Zygote:
         isolation.sweep(self.token)
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _needs_cuda(request_path: Path) -> bool:
+    """Whether the worker will create a CUDA context (the harness wrote this request; it is trusted)."""
+    request = json.loads(request_path.read_text())
+    return request.get("device") == "cuda" and request.get("mode") != "compile"
 
 
 class ForkedChild:
@@ -370,6 +412,10 @@ class Evaluator:
     ) -> ChildOutcome:
         return self.zygote().launch(cwd, env, request_path, deadline, on_message)
 
+    def prepare_cuda_worker(self) -> None:
+        """Start making a CUDA worker now (the zygote's first, beside the truth of an evaluation)."""
+        self.zygote().request_prepared()
+
     def replace_zygote(self) -> None:
         """After a fault, timeout, flag or leftover process: a new zygote, started now in the background."""
         with self._lock:
@@ -396,8 +442,11 @@ class Evaluator:
     def run_truth(self, key: str, request: dict[str, Any], deadline: Deadline) -> ChildOutcome:
         return self.truth_server(key).request(request, deadline)
 
-    def start_prefetch(self, key: str, prepare: Callable[[], Any]) -> None:
-        """Prepare the next evaluation of `key` in the background, holding the device while it runs."""
+    def start_prefetch(
+        self, key: str, prepare: Callable[[], Any] | None, *, cuda_worker: bool = False
+    ) -> None:
+        """Prepare the next evaluation of `key` in the background, holding the device while it runs:
+        its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need."""
         if self.closed or key in self._pending:
             return
         pending = _Pending()
@@ -406,8 +455,12 @@ class Evaluator:
             with self.device:
                 if self.closed:
                     return
-                with contextlib.suppress(Exception):  # a failed prefetch is just not there
-                    pending.result.append(prepare())
+                worker = cuda_worker and self.zygote().request_prepared()
+                if prepare is not None:
+                    with contextlib.suppress(Exception):  # a failed prefetch is just not there
+                        pending.result.append(prepare())
+                if worker and self._zygote is not None:
+                    self._zygote.wait_prepared()
 
         pending.thread = threading.Thread(target=run, daemon=True, name=f"prefetch-{key[:8]}")
         self._pending[key] = pending

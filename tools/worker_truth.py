@@ -7,6 +7,7 @@ Usage: python -m tools.worker_truth REQUEST.json CHANNEL_FD
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 import time
@@ -45,34 +46,50 @@ def reset_backend_flags() -> None:
     torch.set_float32_matmul_precision("highest")
 
 
-def float64_truth(model: torch.nn.Module, inputs: list[Any], device: str) -> torch.Tensor:
-    import copy
+class Judge:
+    """The reference twice on the device: in float64 (the truth) and in fp32 (its own error, the scale
+    honest fp32 rounding reaches, and the time of one call, from which a candidate's call is bounded).
+    Both models are moved once per case or shape; errors are computed where the outputs are."""
 
-    model64 = copy.deepcopy(model).double().to(device)
-    with torch.no_grad():
-        out = model64(*refmod.to_device(inputs, device, torch.float64))
-    return out.detach().to("cpu", torch.float64)
+    def __init__(self, model: torch.nn.Module, device: str) -> None:
+        self.device = device
+        self.model64 = copy.deepcopy(model).double().to(device)
+        self.model32 = model.to(device)
+
+    def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, dict[str, float]]:
+        with torch.no_grad():
+            truth = self.model64(*refmod.to_device(inputs, self.device, torch.float64)).detach()
+            args = refmod.to_device(inputs, self.device)
+            _sync(self.device)
+            start = time.perf_counter()
+            out = self.model32(*args).detach()
+            _sync(self.device)
+            seconds = time.perf_counter() - start
+            diff = out.to(torch.float64) - truth
+            norm = float(torch.linalg.vector_norm(truth))
+            error = {
+                "ref_max_abs_err": float(diff.abs().max()),
+                "ref_rel_l2_err": float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
+                "ref_call_s": seconds,
+            }
+        return truth.to("cpu", torch.float64), error
+
+    def release(self) -> None:
+        self.model32.to("cpu")
+        del self.model64
 
 
-def reference_error(
-    model: torch.nn.Module, inputs: list[Any], truth: torch.Tensor, device: str
-) -> dict[str, float]:
-    """How far the fp32 reference itself is from float64 truth: the scale honest fp32 rounding reaches here."""
-    with torch.no_grad():
-        out = model.to(device)(*refmod.to_device(inputs, device)).detach().to("cpu", torch.float64)
-    model.to("cpu")
-    diff = out - truth
-    norm = float(torch.linalg.vector_norm(truth))
-    return {
-        "ref_max_abs_err": float(diff.abs().max()),
-        "ref_rel_l2_err": float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
-    }
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> dict[str, Any]:
     case = Case.model_validate(item["case"])
     built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
-    truth = float64_truth(built["model"], built["inputs"], device)
+    judge = Judge(built["model"], device)
+    truth, error = judge.truth_and_error(built["inputs"])
+    judge.release()
     torch.save(
         {
             "init_inputs": built["init_inputs"],
@@ -83,11 +100,7 @@ def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> dict
         item["data_path"],
     )
     torch.save(truth, item["truth_path"])
-    return {
-        "name": case.name,
-        "shape": list(truth.shape),
-        **reference_error(built["model"], built["inputs"], truth, device),
-    }
+    return {"name": case.name, "shape": list(truth.shape), **error}
 
 
 def reference_timing(
@@ -115,8 +128,13 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
         refmod.fresh_inputs(built["module"], refmod.derive_seed(item["seed"], f"set{k}"))
         for k in range(1, item["sets"])
     ]
-    truths = [float64_truth(built["model"], s, device) for s in sets]
-    ref_errors = [reference_error(built["model"], s, t, device) for s, t in zip(sets, truths, strict=True)]
+    judge = Judge(built["model"], device)
+    truths, ref_errors = [], []
+    for inputs in sets:
+        truth, error = judge.truth_and_error(inputs)
+        truths.append(truth)
+        ref_errors.append(error)
+    judge.release()
     torch.save(
         {
             "init_inputs": built["init_inputs"],

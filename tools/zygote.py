@@ -1,7 +1,14 @@
 """Fork server for candidate workers: torch and the harness imported once, a fresh process per candidate.
 
-The zygote never runs candidate code and never initialises CUDA (a CUDA context does not survive a
-fork). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
+The zygote never runs candidate code and never touches the CUDA driver. Not initialising CUDA is not
+enough: in torch, any device query that reaches the driver (`torch.cuda.is_available()` and
+`device_count()` by default, and `torch.utils.cpp_extension` asks the first at import) marks every later
+fork "bad", and CUDA then refuses to start in the child while `torch.cuda.is_initialized()` stays false.
+So the zygote asks through NVML (`PYTORCH_NVML_BASED_CUDA_CHECK=1`, set before torch is imported), keeps
+the runtime's device count out of reach while it imports the harness (where NVML cannot answer, torch
+would fall back to it), and, before it serves, forks a probe that checks the real condition: the child is not in a bad fork and, where
+a GPU is visible, creates a CUDA context. The result travels in its `ready` report; where CUDA cannot
+start in its children, the evaluator runs CUDA candidates cold (tools/warm.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
 where the machine allows (it is then PID 1 there and sees nothing of the zygote or the harness), takes
 the candidate's working dir, environment and pipes (sent over the control socket), and runs
 `tools.worker_candidate.main` as the cold path does. Why a zygote and not a reused CUDA worker:
@@ -14,6 +21,10 @@ import contextlib
 import ctypes
 import json
 import os
+
+# Before torch is imported: device queries through NVML, which never poisons a fork (see above).
+os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+
 import random
 import select
 import signal
@@ -21,11 +32,12 @@ import socket
 import sys
 import tempfile
 import traceback
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from tools import worker_candidate
+worker_candidate: Any = None  # tools.worker_candidate, imported by `import_harness` without a driver query
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -86,6 +98,52 @@ def _probe_pid_namespace() -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
+@contextlib.contextmanager
+def _no_driver_queries() -> Iterator[None]:
+    """While the harness is imported, the CUDA runtime's device count answers 0 without reaching the driver:
+    `torch.utils.cpp_extension` asks `torch.cuda.is_available()` at import only to word a warning."""
+    real = torch._C._cuda_getDeviceCount
+    torch._C._cuda_getDeviceCount = lambda: 0
+    try:
+        yield
+    finally:
+        torch._C._cuda_getDeviceCount = real
+
+
+def import_harness() -> None:
+    global worker_candidate
+    with _no_driver_queries():
+        from tools import worker_candidate as module
+    worker_candidate = module
+
+
+def _probe_cuda_fork() -> str:
+    """Whether CUDA starts in a child forked from this process: "ok", "no_gpu", or why not."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        verdict = "error"
+        try:
+            if torch._C._cuda_isInBadFork():
+                verdict = "poisoned: this process reached the CUDA driver before forking"
+            elif not torch.cuda.is_available():
+                verdict = "no_gpu"
+            else:
+                torch.empty(1, device="cuda")
+                verdict = "ok"
+        except BaseException as exc:
+            verdict = f"{type(exc).__name__}: {exc}"[:500]
+        finally:
+            os.write(write_fd, verdict.encode())
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        verdict = pipe.read().decode(errors="replace") or "probe died"
+    os.waitpid(pid, 0)
+    return verdict
+
+
 def _fresh_state(order: dict[str, Any]) -> None:
     """What a fork copies and must not share between candidates: random state and cached temp dirs."""
     worker_candidate.SET_ORDER.seed(os.urandom(16))
@@ -97,20 +155,26 @@ def _fresh_state(order: dict[str, Any]) -> None:
     os.chdir(order["cwd"])
 
 
+def _take_pipes(fds: list[int]) -> int:
+    """The candidate's stdin and output become fd 0, 1 and 2; returns its channel's fd."""
+    stdin_fd, out_fd, channel_fd = fds
+    os.dup2(stdin_fd, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.close(stdin_fd)
+    os.close(out_fd)
+    sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - fd 0 is the candidate's pipe now
+    return channel_fd
+
+
 def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
     """The forked candidate worker; never returns."""
     code = EXIT_SETUP_FAILED
     try:
         sock.close()
-        stdin_fd, out_fd, channel_fd = fds
         os.setsid()
         die_with_parent()
-        os.dup2(stdin_fd, 0)
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
-        os.close(stdin_fd)
-        os.close(out_fd)
-        sys.stdin = open(0, encoding="utf-8", closefd=False)  # noqa: SIM115 - fd 0 is the candidate's pipe now
+        channel_fd = _take_pipes(fds)
         if order["pidns"]:
             enter_pid_namespace()
         _fresh_state(order)
@@ -118,10 +182,41 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
     except BaseException:
         traceback.print_exc()
     finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        _exit(code)
+
+
+def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool) -> None:
+    """A CUDA worker made ahead of its candidate (while the model thinks): in its own session and PID
+    namespace, it creates its CUDA context and starts cuBLAS and the CUDA profiler (trusted code only),
+    reports `prepared`, then waits for one order and runs it exactly as `_child` would. Single use."""
+    code = EXIT_SETUP_FAILED
+    try:
+        sock.close()
+        os.setsid()
+        die_with_parent()
+        if pidns:
+            enter_pid_namespace()
+        worker_candidate.warm_up_cuda()
+        mine.send(b"prepared")
+        raw, fds, _, _ = socket.recv_fds(mine, MAX_CONTROL, 3)
+        if not raw or len(fds) != 3:
+            _exit(0)
+        mine.close()
+        order = json.loads(raw)
+        channel_fd = _take_pipes(fds)
+        _fresh_state(order)
+        code = _run_worker(order["request"], channel_fd)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        _exit(code)
+
+
+def _exit(code: int) -> None:
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def _run_worker(request_path: str, channel_fd: int) -> int:
@@ -138,48 +233,113 @@ def _send(sock: socket.socket, **payload: Any) -> None:
     sock.send(json.dumps(payload).encode())
 
 
-def _reap(sock: socket.socket, children: set[int]) -> None:
-    for pid in list(children):
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            children.discard(pid)
-            _send(sock, event="exited", pid=pid, returncode=os.waitstatus_to_exitcode(status))
-
-
 def _kill_all(children: set[int]) -> None:
     for pid in children:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
 
 
+class Server:
+    """The zygote's state: its control socket, the children it forked, the prepared CUDA worker."""
+
+    def __init__(self, sock: socket.socket, pidns: bool) -> None:
+        self.sock, self.pidns = sock, pidns
+        self.children: set[int] = set()
+        self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket (one at most)
+        self.reported: set[int] = set()  # prepared workers whose `prepared` we relayed
+
+    def _fork(self) -> int:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        return os.fork()
+
+    def prepare(self, order: dict[str, Any]) -> None:
+        """Make a CUDA worker ahead of need, unless one is waiting already."""
+        if self.prepared:
+            _send(self.sock, event="prepared", pid=next(iter(self.prepared)))
+            return
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = self._fork()
+        if pid == 0:
+            ours.close()
+            _prepared_child(self.sock, theirs, bool(order.get("pidns")) and self.pidns)
+        theirs.close()
+        self.children.add(pid)
+        self.prepared[pid] = ours
+        _send(self.sock, event="preparing", pid=pid)  # from now on the harness's sweeps spare it
+
+    def run(self, order: dict[str, Any], fds: list[int]) -> None:
+        """One candidate: the prepared CUDA worker where it needs CUDA and one waits, else a fresh fork."""
+        order["pidns"] = bool(order.get("pidns")) and self.pidns
+        if order.get("cuda") and self.prepared:
+            pid, ours = self.prepared.popitem()
+            try:
+                socket.send_fds(ours, [json.dumps(order).encode()], fds)
+            except OSError:
+                pid = 0
+            ours.close()
+            if pid:
+                for fd in fds:
+                    os.close(fd)
+                _send(self.sock, event="spawned", pid=pid, prepared=True)
+                return
+        pid = self._fork()
+        if pid == 0:
+            for other in self.prepared.values():
+                other.close()
+            _child(self.sock, order, fds)
+        for fd in fds:
+            os.close(fd)
+        self.children.add(pid)
+        _send(self.sock, event="spawned", pid=pid, prepared=False)
+
+    def relay_prepared(self, readable: list[Any]) -> None:
+        for pid, ours in list(self.prepared.items()):
+            if ours in readable and pid not in self.reported:
+                ok = ours.recv(64) == b"prepared"
+                self.reported.add(pid)
+                if ok:
+                    _send(self.sock, event="prepared", pid=pid)
+                else:  # it died preparing; its exit is reported by the reaper
+                    self.prepared.pop(pid).close()
+                    _send(self.sock, event="prepare_failed", pid=pid)
+
+    def reap(self) -> None:
+        for pid in list(self.children):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.children.discard(pid)
+                if pid in self.prepared:
+                    self.prepared.pop(pid).close()
+                _send(self.sock, event="exited", pid=pid, returncode=os.waitstatus_to_exitcode(status))
+
+
 def main(control_fd: str) -> int:
-    """Fork a candidate worker per order (several may run at once: parallel compiles); report each exit.
-    When the harness goes away (the socket closes), every child still running is killed."""
+    """Fork a candidate worker per order (several may run at once: parallel compiles), or hand it to the
+    prepared CUDA worker; report each exit. When the harness goes away (the socket closes), every child
+    still running is killed."""
     sock = socket.socket(fileno=int(control_fd))
-    if torch.cuda.is_initialized():  # a CUDA context does not survive a fork: never serve from one
-        raise RuntimeError("the zygote initialised CUDA while importing the harness")
+    import_harness()
+    if os.environ.get("KERNEL_AGENT_TEST_POISON_FORK") == "1":  # tests: what a stray device query does
+        torch._C._cuda_getDeviceCount()
     pidns = _probe_pid_namespace()
-    _send(sock, event="ready", pid=os.getpid(), pidns=pidns)
-    children: set[int] = set()
+    _send(sock, event="ready", pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork())
+    server = Server(sock, pidns)
     while True:
-        ready, _, _ = select.select([sock], [], [], 0.02)
-        if ready:
+        waiting = [s for pid, s in server.prepared.items() if pid not in server.reported]
+        readable, _, _ = select.select([sock, *waiting], [], [], 0.02)
+        if sock in readable:
             raw, fds, _, _ = socket.recv_fds(sock, MAX_CONTROL, 3)
             if not raw:
-                _kill_all(children)
+                _kill_all(server.children)
                 return 0
             order = json.loads(raw)
-            order["pidns"] = bool(order.get("pidns")) and pidns
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(sock, order, fds)
-            for fd in fds:
-                os.close(fd)
-            children.add(pid)
-            _send(sock, event="spawned", pid=pid)
-        _reap(sock, children)
+            if order.get("op") == "prepare":
+                server.prepare(order)
+            else:
+                server.run(order, fds)
+        server.relay_prepared(readable)
+        server.reap()
 
 
 if __name__ == "__main__":

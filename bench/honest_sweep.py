@@ -1,0 +1,140 @@
+"""Honest kernels evaluated back to back, half of the rounds with every CPU core busy: every verdict must
+be `ok` with no flag. A benchmark of the timing guards' false-positive rate, not a test.
+
+    python bench/honest_sweep.py PROBLEM KERNEL.py [KERNEL.py ...] --rounds 6 --json OUT.json
+
+Rounds alternate quiet and loaded (`--load-every 2`); a loaded round runs one busy-looping process per
+core (`--hogs N` to change that) for its whole duration. Every kernel is compiled once first. Prints one
+line per evaluation (status, flags, primary-shape median, host and escaped medians) and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tools.benchmark import benchmark  # noqa: E402
+from tools.compile_kernel import compile_kernel  # noqa: E402
+from tools.envinfo import collect_env  # noqa: E402
+from tools.problem import load_problem  # noqa: E402
+from tools.results import BenchResult  # noqa: E402
+
+HOG = "while True: pass"
+
+
+@contextlib.contextmanager
+def busy_cores(n: int) -> Iterator[None]:
+    """`n` processes spinning at 100% of a core each, killed on exit."""
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(n)]
+    try:
+        time.sleep(0.5)  # every hog running before the evaluation starts
+        yield
+    finally:
+        for proc in hogs:
+            proc.kill()
+        for proc in hogs:
+            proc.wait()
+
+
+def row(kernel: str, loaded: bool, r: BenchResult) -> dict[str, Any]:
+    prim = r.primary_timing
+    cand = prim.candidate if prim else None
+    return {
+        "kernel": kernel,
+        "loaded": loaded,
+        "status": r.status,
+        "correct": r.correct,
+        "flags": r.flags,
+        "message": r.message[:400] if r.status != "ok" else "",
+        "speedup": r.speedup,
+        "seconds": round(r.seconds, 2),
+        "notices": r.notices,
+        "shapes": [
+            {
+                "name": t.name,
+                **(
+                    t.candidate.model_dump(
+                        include={
+                            "median_ms",
+                            "rse",
+                            "host_median_ms",
+                            "escaped_median_ms",
+                            "launch_median_ms",
+                        }
+                    )
+                    if t.candidate
+                    else {}
+                ),
+            }
+            for t in r.timings
+        ],
+        "primary_ms": cand.median_ms if cand else None,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("problem")
+    parser.add_argument("kernels", nargs="+")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--load-every", type=int, default=2, help="every k-th round is loaded (0: none)")
+    parser.add_argument("--hogs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--json", dest="json_out")
+    args = parser.parse_args()
+    problem = load_problem(args.problem)
+    codes = {k: Path(k).read_text() for k in args.kernels}
+    for name, code in codes.items():
+        comp = compile_kernel(problem, code)
+        print(f"compiled {name}: {comp.status} {comp.seconds:.1f} s", flush=True)
+    rows: list[dict[str, Any]] = []
+    for i in range(args.rounds):
+        loaded = args.load_every > 0 and i % args.load_every == args.load_every - 1
+        with busy_cores(args.hogs) if loaded else contextlib.nullcontext():
+            for name, code in codes.items():
+                r = row(name, loaded, benchmark(problem, code))
+                rows.append(r)
+                shape = r["shapes"][0] if r["shapes"] else {}
+                print(
+                    f"round {i} {'loaded' if loaded else 'quiet '} {Path(name).stem:24s} {r['status']:10s} "
+                    f"{','.join(r['flags']) or '-':18s} {r['seconds']:6.1f} s  "
+                    f"median {shape.get('median_ms') or 0:.3f} host {shape.get('host_median_ms') or 0:.3f} "
+                    f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms {r['message'][:160]}",
+                    flush=True,
+                )
+    bad = [r for r in rows if r["status"] != "ok" or r["flags"]]
+    summary = {
+        "evaluations": len(rows),
+        "loaded": sum(r["loaded"] for r in rows),
+        "ok_clean": len(rows) - len(bad),
+        "not_ok_or_flagged": len(bad),
+    }
+    print(json.dumps(summary))
+    if args.json_out:
+        env = collect_env(problem)
+        record = {
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+            "gpu": env.gpu,
+            "torch": env.torch,
+            "host_cores": os.cpu_count(),
+            "hogs": args.hogs,
+            "summary": summary,
+            "rows": rows,
+        }
+        Path(args.json_out).write_text(json.dumps(record, indent=1))
+    return 0 if not bad else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

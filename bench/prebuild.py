@@ -1,0 +1,56 @@
+"""Build kernels into the build cache in parallel, so that a script's later steps time evaluations, not
+builds. Each build goes through `compile_kernel` (the harness's own builder and cache).
+
+    python -m bench.prebuild PROBLEM KERNEL.py [...] [--gpu-candidates] [--jobs 8]
+
+`--gpu-candidates` adds every distinct source of tests/adversarial/gpu/gpu_candidates.py (the GPU tests').
+Exits 1 if any build fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import sys
+import time
+from pathlib import Path
+
+from tools.compile_kernel import compile_kernel
+from tools.problem import load_problem
+
+
+def gpu_candidate_sources() -> dict[str, str]:
+    from tests.adversarial.gpu import gpu_candidates as g
+
+    makers = (g.baseline, g.three_x_tf32, g.kernel_never_returns)  # one per distinct extension
+    return {f"gpu_candidates.{m.__name__}": m() for m in makers}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("problem")
+    parser.add_argument("kernels", nargs="*")
+    parser.add_argument("--gpu-candidates", action="store_true")
+    parser.add_argument("--jobs", type=int, default=8)
+    args = parser.parse_args()
+    problem = load_problem(args.problem)
+    sources = {k: Path(k).read_text() for k in args.kernels}
+    if args.gpu_candidates:
+        sources |= gpu_candidate_sources()
+    unique: dict[str, str] = {}
+    for name, code in sources.items():
+        unique.setdefault(code, name)
+    start = time.monotonic()
+    failed = 0
+    with cf.ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(compile_kernel, problem, code): name for code, name in unique.items()}
+        for fut in cf.as_completed(futures):
+            r = fut.result()
+            failed += not r.ok
+            print(f"prebuilt {futures[fut]}: {r.status} {r.seconds:.1f} s {'' if r.ok else r.message[:300]}")
+    print(f"prebuilt {len(unique)} kernels in {time.monotonic() - start:.0f} s, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

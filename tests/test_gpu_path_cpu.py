@@ -1,0 +1,201 @@
+"""The GPU path's rules that CI can check without a GPU (issue: "The GPU path works by default"):
+
+- the candidate zygote never reaches the CUDA driver before it forks, checked on the real condition
+  (a forked child is not in a "bad fork"), and a zygote that did is never used for a CUDA candidate;
+- a call that never returns is cut off by a bound derived from the reference's time, not by the
+  evaluation's whole budget, and the next candidate evaluates normally;
+- a clock disagreement is re-measured in a fresh worker: one caused by the host alone is not flagged,
+  one that persists makes the result `suspect` (never `incorrect`, no speedup); work left running after
+  the end event is what the CUDA-event comparison flags, host overhead is not.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.candidates import scan_variants as v
+from tools import benchmark as bench_mod
+from tools.benchmark import benchmark, clock_disagreement
+from tools.jobs import Job, run_candidate
+from tools.problem import Limits, Problem, load_problem
+from tools.results import TimingStats
+from tools.sandbox import Deadline
+from tools.warm import Evaluator
+from tools.watchdog import SETUP_S, Watchdog, call_bound
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Problem:
+    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[Evaluator]:
+    ev = Evaluator()
+    yield ev
+    ev.shutdown()
+
+
+def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:
+    limits = problem.spec.limits.model_copy(update={"eval_timeout_s": eval_timeout_s})
+    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"limits": limits})})
+
+
+# --- the zygote and the CUDA driver ---------------------------------------------------------------------
+
+
+def test_the_zygotes_children_are_not_in_a_bad_fork(warm: Evaluator) -> None:
+    """torch.utils.cpp_extension asks torch.cuda.is_available() at import, which poisons every later fork
+    while torch.cuda.is_initialized() stays false. The zygote's probe forks a child and asks torch whether
+    that child is in a bad fork: here (no GPU) it must answer "no_gpu", never "poisoned"."""
+    zygote = warm.zygote()
+    zygote.wait_ready()
+    assert zygote.cuda_fork in ("ok", "no_gpu"), zygote.cuda_fork
+
+
+def test_a_zygote_that_reached_the_driver_never_serves_a_cuda_candidate(
+    tiny: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNEL_AGENT_TEST_POISON_FORK", "1")
+    cuda = tiny.model_copy(update={"spec": tiny.spec.model_copy(update={"device": "cuda"})})
+    ev = Evaluator()
+    try:
+        zygote = ev.zygote()
+        zygote.wait_ready()
+        assert zygote.cuda_fork.startswith("poisoned"), zygote.cuda_fork
+        with Job.create(v.baseline(), ev.jobs_dir) as job:
+            outcome = run_candidate(
+                job, cuda, {"mode": "bench", "cases": [], "timing": []}, launcher=ev.launch_candidate
+            )
+        assert outcome.fell_back
+        assert any("CUDA cannot start in the zygote's children" in n for n in outcome.notices), (
+            outcome.notices
+        )
+        assert any(m["event"] == "imported" for m in outcome.messages)  # it ran, cold
+    finally:
+        ev.shutdown()
+
+
+# --- hangs: bounded by the work -------------------------------------------------------------------------
+
+
+def test_call_bounds_scale_with_the_reference() -> None:
+    limits = Limits()
+    assert call_bound(limits, None) == limits.call_timeout_min_s
+    assert call_bound(limits, 0.001) == limits.call_timeout_min_s
+    assert call_bound(limits, 2.0) == pytest.approx(limits.call_timeout_factor * 2.0)
+
+
+def test_the_watchdog_moves_the_deadline_step_by_step() -> None:
+    limits = Limits(eval_timeout_s=100, call_timeout_min_s=10, call_timeout_factor=50)  # bounds given below
+    deadline = Deadline(limits.compile_timeout_s)
+    dog = Watchdog(deadline, limits, {("case", "a"): 12.0, ("timing", "t"): 30.0})
+    now = time.monotonic()
+    dog.on_message({"event": "imported"})
+    assert deadline.at == pytest.approx(now + SETUP_S, abs=0.5)
+    dog.on_message({"event": "start", "kind": "case", "name": "a"})
+    assert deadline.at == pytest.approx(now + SETUP_S + 12.0, abs=0.5)
+    dog.on_message({"event": "start", "kind": "timing", "name": "t"})
+    dog.on_message({"event": "tick", "name": "t"})
+    assert deadline.at == pytest.approx(now + 30.0, abs=0.5)
+    dog.on_message({"event": "profiling", "name": "t"})
+    assert "profiling t" in dog.explain()
+    # the evaluation's budget stays the cap
+    dog._allow("long step", 1000.0)
+    assert deadline.at == pytest.approx(now + 100.0, abs=0.5)
+    assert "budget of 100 s" in dog.explain()
+
+
+def test_a_call_that_never_returns_is_cut_off_by_its_bound(tiny: Problem, warm: Evaluator) -> None:
+    """The evaluation's budget is 600 s; the hang is cut off after max(5 s, 50x the reference's call) plus
+    the step's setup allowance, and the next candidate evaluates normally on the same evaluator."""
+    patient = with_budget(tiny, 600)
+    assert benchmark(patient, v.baseline(), evaluator=warm).status == "ok"  # built, reference timed
+    start = time.monotonic()
+    hung = benchmark(patient, v.host_loop(), evaluator=warm)
+    waited = time.monotonic() - start
+    assert hung.status == "timeout", hung.message
+    assert "did not finish within its bound" in hung.message, hung.message
+    assert waited < 45, f"{waited:.0f} s to a verdict"
+    after = benchmark(patient, v.baseline(), evaluator=warm)
+    assert after.status == "ok", after.message
+
+
+# --- clock disagreements: like with like, re-measured, suspect ------------------------------------------
+
+
+def _stats(**kw: Any) -> TimingStats:
+    base = {"median_ms": 1.988, "rse": 0.01, "n": 50, "min_ms": 1.9, "max_ms": 2.2, "mean_ms": 2.0}
+    base |= {"batch_ms": 150.0, "parent_batch_ms": 150.4}
+    return TimingStats.model_validate(base | kw)
+
+
+def test_host_overhead_alone_is_no_disagreement() -> None:
+    """The false verdict seen on a busy H200: host clock 4.355 ms against 1.988 ms of CUDA events. The host
+    clock was slow, but nothing ran after the end event: no disagreement."""
+    assert clock_disagreement("s", _stats(host_median_ms=4.355, escaped_median_ms=0.006)) is None
+
+
+def test_work_after_the_end_event_is_a_disagreement() -> None:
+    """An unjoined side stream measured on the H200: 0.905 ms of events, 1.18 ms after the end event."""
+    why = clock_disagreement("s", _stats(median_ms=0.905, host_median_ms=2.163, escaped_median_ms=1.18))
+    assert why is not None
+    assert "escaped the timed stream" in why
+
+
+def test_a_faked_in_process_clock_is_a_disagreement() -> None:
+    why = clock_disagreement("s", _stats(clock="host", batch_ms=16.0, parent_batch_ms=160.3))
+    assert why is not None
+    assert "faked" in why
+
+
+def _late_batch_end(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
+    """The evaluator's reader thread stamps the end of the timed loop late, `times` times: what a harness
+    host too busy to wake that thread does to the evaluator's clock."""
+    real = bench_mod.Verdicts.handle
+    late = [0]
+
+    def handle(self: bench_mod.Verdicts, msg: dict[str, Any]) -> str | None:
+        if msg["event"] == "batch_end" and late[0] < times:
+            late[0] += 1
+            time.sleep(0.4)
+        return real(self, msg)
+
+    monkeypatch.setattr(bench_mod.Verdicts, "handle", handle)
+    return late
+
+
+def test_a_disagreement_the_host_caused_once_is_re_measured_and_not_flagged(
+    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"
+    late = _late_batch_end(monkeypatch, times=1)
+    result = benchmark(tiny, v.baseline(), evaluator=warm)
+    assert late[0] == 1
+    assert result.status == "ok", result.message
+    assert result.flags == []
+    assert result.speedup is not None
+    assert any("re-measured in a fresh worker" in n for n in result.notices), result.notices
+    assert "remeasure" in result.phases
+
+
+def test_a_disagreement_that_persists_is_suspect_not_incorrect(
+    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _late_batch_end(monkeypatch, times=2)
+    result = benchmark(tiny, v.baseline(), evaluator=warm)
+    assert result.status == "suspect", result.message
+    assert not result.correct
+    assert result.speedup is None
+    assert result.flags == ["timing_mismatch"]
+    assert not result.flag_details[0].disqualifying
+    assert all(c.status == "passed" for c in result.cases)
+    assert result.message.startswith("suspect:"), result.message

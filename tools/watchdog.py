@@ -1,0 +1,73 @@
+"""How long a candidate worker may stay silent: bounds derived from the work, not one fixed budget.
+
+A kernel that never returns must cost seconds, not the evaluation's whole budget. After its import, the
+worker reports each step it starts (`start` of a case or timing shape, `tick`s from the timing loop,
+`profiling`); the parent allows each step what that work can need and kills the worker when a step
+overruns. A step that runs calls gets `call_bound`: max(`limits.call_timeout_min_s`,
+`limits.call_timeout_factor` × the reference's time for that case or shape), plus `SETUP_S` for loading
+its data and writing its outputs. The profiler's one call gets `PROFILE_S`. `limits.eval_timeout_s` stays
+the cap on the whole evaluation; `limits.compile_timeout_s` bounds the import (its builds).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tools.problem import Limits
+from tools.sandbox import Deadline
+
+SETUP_S = 5.0  # a step's own data: loading inputs and weights, building the model, saving outputs
+PROFILE_S = 60.0  # one profiled call, the CUDA profiler's start-up included (about 4 s on the H200)
+
+
+def call_bound(limits: Limits, reference_s: float | None) -> float:
+    """The longest one call of the candidate may take, given the reference's time for the same work."""
+    scaled = limits.call_timeout_factor * reference_s if reference_s else 0.0
+    return max(limits.call_timeout_min_s, scaled)
+
+
+@dataclass
+class Watchdog:
+    """Moves the worker's deadline as its messages arrive. `bounds` maps (kind, name) of each case and
+    timing shape to its call bound in seconds."""
+
+    deadline: Deadline
+    limits: Limits
+    bounds: dict[tuple[str, str], float] = field(default_factory=dict)
+    step: str = "import (building its extensions)"
+    allowed: float = 0.0
+    _cap: float | None = None
+    _call: float = 0.0
+
+    def on_message(self, msg: dict[str, Any]) -> None:
+        event = msg["event"]
+        if event in ("imported", "import_failed", "retime"):
+            self._cap = time.monotonic() + self.limits.eval_timeout_s
+            self._allow("setup", SETUP_S)
+        elif event == "start":
+            key = (str(msg.get("kind")), str(msg.get("name")))
+            self._call = self.bounds.get(key, self.limits.call_timeout_min_s)
+            self._allow(f"{key[0]} {key[1]}", SETUP_S + self._call)
+        elif event in ("tick", "batch_begin", "batch_end"):
+            self._allow(self.step, self._call + (SETUP_S if event == "batch_end" else 0.0))
+        elif event == "profiling":
+            self._allow(f"profiling {msg.get('name')}", PROFILE_S)
+        elif event in ("case_done", "timing_done", "cases_done", "failed"):
+            self._allow("setup", SETUP_S)
+
+    def _allow(self, step: str, seconds: float) -> None:
+        self.step, self.allowed = step, seconds
+        at = time.monotonic() + seconds
+        self.deadline.at = min(at, self._cap) if self._cap is not None else at
+
+    def explain(self) -> str:
+        """Why the worker was stopped, for the verdict's message."""
+        if self._cap is not None and self.deadline.at >= self._cap:
+            return f"the evaluation's budget of {self.limits.eval_timeout_s:.0f} s ran out during {self.step}"
+        return (
+            f"{self.step} did not finish within its bound of {self.allowed:.0f} s "
+            f"(max({self.limits.call_timeout_min_s:g} s, {self.limits.call_timeout_factor:g}× the reference's "
+            f"time) per call, plus {SETUP_S:g} s for its data); a kernel that never returns ends here"
+        )

@@ -199,3 +199,37 @@ def test_a_disagreement_that_persists_is_suspect_not_incorrect(
     assert not result.flag_details[0].disqualifying
     assert all(c.status == "passed" for c in result.cases)
     assert result.message.startswith("suspect:"), result.message
+
+
+# --- workers made ahead of need ------------------------------------------------------------------------
+
+
+def test_a_worker_still_being_made_takes_the_order_that_arrives_for_it(
+    tiny: Problem, warm: Evaluator
+) -> None:
+    """The worker made ahead (a CUDA context and the profiler on a GPU, ~4.5 s) may still be starting when
+    its candidate arrives: the zygote hands the order over at once and closes its end; the worker must
+    still run it. (Seen on the H200: every back-to-back evaluation crashed with exit 70.)"""
+    for seed in range(2):
+        assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"  # truth and a worker made ahead
+        warm.wait_prefetch(tiny.content_hash)
+        # A seeded evaluation takes that worker but not the truth made ahead (its seed is given) ...
+        assert benchmark(tiny, v.baseline(), seed=1_000_000_007 + seed, evaluator=warm).status == "ok"
+        # ... so the next one finds its truth ready and no worker: one is asked for as it starts, and its
+        # order follows at once, while that worker is still entering its namespaces.
+        result = benchmark(tiny, v.baseline(), evaluator=warm)
+        assert result.status == "ok", result.message
+
+
+def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Problem, warm: Evaluator) -> None:
+    from tools.compile_kernel import compile_kernel
+
+    assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"
+    warm.wait_prefetch(tiny.content_hash)
+    zygote = warm.zygote()
+    assert zygote.wait_prepared(30)
+    made = zygote.prepared_pid
+    assert made is not None
+    assert compile_kernel(tiny, v.python_only_edit(), evaluator=warm).status == "ok"
+    assert zygote.prepared_pid == made  # neither used by the compile nor killed by its sweep
+    assert Path(f"/proc/{made}").exists()

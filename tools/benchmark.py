@@ -368,17 +368,19 @@ def _reference_cached(problem: Problem, env: EnvInfo) -> bool:
 
 
 def _prefetch(problem: Problem, env: EnvInfo, evaluator: Evaluator) -> None:
-    """After an evaluation: make the next one's fresh-seeded data and truth, and on a CUDA problem a CUDA
-    worker (context, cuBLAS and profiler started), while the caller thinks."""
-    cuda = problem.spec.device == "cuda"
+    """After an evaluation: make the next one's fresh-seeded data and truth, and its worker (on a CUDA
+    problem with its context, cuBLAS and profiler started), while the caller thinks."""
 
     def make() -> Prepared:
         return prepare(problem, env, secrets.randbits(62), evaluator=evaluator, parent=evaluator.staging)
 
     # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
     truth = make if _reference_cached(problem, env) else None
-    if truth is not None or cuda:
-        evaluator.start_prefetch(problem.content_hash, truth, cuda_worker=cuda)
+    evaluator.start_prefetch(problem.content_hash, truth, worker=_worker_kind(problem))
+
+
+def _worker_kind(problem: Problem) -> str:
+    return "cuda" if problem.spec.device == "cuda" else "cpu"
 
 
 def _stats(raw: dict[str, Any] | None) -> TimingStats | None:
@@ -636,8 +638,7 @@ def benchmark(
         # A zygote not yet running starts now, beside the truth worker, unless that worker times the
         # reference: a torch import beside it on a few cores would slow the reference and inflate speedups.
         ev.zygote()
-        if problem.spec.device == "cuda":
-            ev.prepare_cuda_worker()
+        ev.prepare_worker(_worker_kind(problem))
     waiting = time.monotonic()
     # Taken before the device lock: a prefetch still running holds that lock until it is done.
     ready = (

@@ -167,15 +167,21 @@ class Zygote:
             raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
         return self.pidns
 
-    def request_prepared(self) -> bool:
-        """Ask for a CUDA worker made ahead of need (context, cuBLAS and profiler started); False where
-        CUDA cannot start in the zygote's children. Returns at once: `wait_prepared` waits for it."""
+    def request_prepared(self, kind: str) -> bool:
+        """Ask for a worker made ahead of need for an evaluation of `kind` ("cuda": context, cuBLAS and the
+        profiler started; "cpu": forked and contained, nothing more). False where a CUDA worker cannot start
+        in the zygote's children. Returns at once: `wait_prepared` waits for it."""
         want_pidns = isolation.mode() == isolation.PIDNS
-        if not self.alive() or self.wait_ready() is False and want_pidns or self.cuda_fork != "ok":
+        try:
+            if not self.alive() or self.wait_ready() is False and want_pidns:
+                return False
+        except WarmUnavailable:  # stopped meanwhile (replaced after a fault): the next one is asked anew
+            return False
+        if kind == "cuda" and self.cuda_fork != "ok":
             return False
         with self.order_lock:
             try:
-                self.sock.send(json.dumps({"op": "prepare", "pidns": want_pidns}).encode())
+                self.sock.send(json.dumps({"op": "prepare", "pidns": want_pidns, "kind": kind}).encode())
             except OSError:
                 return False
         return True
@@ -206,8 +212,10 @@ class Zygote:
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
-        cuda = _needs_cuda(request_path)
-        order = {"cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns, "cuda": cuda}
+        order = {
+            "cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns,
+            "kind": _worker_kind(request_path),
+        }  # fmt: skip
         try:
             with self.order_lock:
                 socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
@@ -251,8 +259,16 @@ class Zygote:
 
 def _needs_cuda(request_path: Path) -> bool:
     """Whether the worker will create a CUDA context (the harness wrote this request; it is trusted)."""
+    return _worker_kind(request_path) == "cuda"
+
+
+def _worker_kind(request_path: Path) -> str | None:
+    """Which prepared worker may serve this request: "cuda" or "cpu" for an evaluation, None for a compile
+    (a compile needs no CUDA context, and must not take the worker the next evaluation waits for)."""
     request = json.loads(request_path.read_text())
-    return request.get("device") == "cuda" and request.get("mode") != "compile"
+    if request.get("mode") == "compile":
+        return None
+    return "cuda" if request.get("device") == "cuda" else "cpu"
 
 
 class ForkedChild:
@@ -412,9 +428,9 @@ class Evaluator:
     ) -> ChildOutcome:
         return self.zygote().launch(cwd, env, request_path, deadline, on_message)
 
-    def prepare_cuda_worker(self) -> None:
-        """Start making a CUDA worker now (the zygote's first, beside the truth of an evaluation)."""
-        self.zygote().request_prepared()
+    def prepare_worker(self, kind: str) -> None:
+        """Start making a worker for an evaluation of `kind` now (beside the truth of an evaluation)."""
+        self.zygote().request_prepared(kind)
 
     def replace_zygote(self) -> None:
         """After a fault, timeout, flag or leftover process: a new zygote, started now in the background."""
@@ -443,7 +459,7 @@ class Evaluator:
         return self.truth_server(key).request(request, deadline)
 
     def start_prefetch(
-        self, key: str, prepare: Callable[[], Any] | None, *, cuda_worker: bool = False
+        self, key: str, prepare: Callable[[], Any] | None, *, worker: str | None = None
     ) -> None:
         """Prepare the next evaluation of `key` in the background, holding the device while it runs:
         its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need."""
@@ -455,11 +471,11 @@ class Evaluator:
             with self.device:
                 if self.closed:
                     return
-                worker = cuda_worker and self.zygote().request_prepared()
+                asked = worker is not None and self.zygote().request_prepared(worker)
                 if prepare is not None:
                     with contextlib.suppress(Exception):  # a failed prefetch is just not there
                         pending.result.append(prepare())
-                if worker and self._zygote is not None:
+                if asked and self._zygote is not None:
                     self._zygote.wait_prepared()
 
         pending.thread = threading.Thread(target=run, daemon=True, name=f"prefetch-{key[:8]}")

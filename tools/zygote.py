@@ -185,10 +185,11 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         _exit(code)
 
 
-def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool) -> None:
-    """A CUDA worker made ahead of its candidate (while the model thinks): in its own session and PID
-    namespace, it creates its CUDA context and starts cuBLAS and the CUDA profiler (trusted code only),
-    reports `prepared`, then waits for one order and runs it exactly as `_child` would. Single use."""
+def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool, cuda: bool) -> None:
+    """A worker made ahead of its candidate (while the model thinks): in its own session and PID namespace
+    and, for a CUDA evaluation, with its CUDA context created and cuBLAS and the CUDA profiler started
+    (trusted code only), it reports `prepared`, then waits for one order and runs it exactly as `_child`
+    would. Single use."""
     code = EXIT_SETUP_FAILED
     try:
         sock.close()
@@ -196,8 +197,11 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool) -> No
         die_with_parent()
         if pidns:
             enter_pid_namespace()
-        worker_candidate.warm_up_cuda()
-        mine.send(b"prepared")
+        if cuda:
+            worker_candidate.warm_up_cuda()
+        # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
+        with contextlib.suppress(OSError):
+            mine.send(b"prepared")
         raw, fds, _, _ = socket.recv_fds(mine, MAX_CONTROL, 3)
         if not raw or len(fds) != 3:
             _exit(0)
@@ -240,12 +244,13 @@ def _kill_all(children: set[int]) -> None:
 
 
 class Server:
-    """The zygote's state: its control socket, the children it forked, the prepared CUDA worker."""
+    """The zygote's state: its control socket, the children it forked, the worker made ahead of need."""
 
     def __init__(self, sock: socket.socket, pidns: bool) -> None:
         self.sock, self.pidns = sock, pidns
         self.children: set[int] = set()
         self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket (one at most)
+        self.prepared_kind: str | None = None  # "cuda" or "cpu": which evaluations it may serve
         self.reported: set[int] = set()  # prepared workers whose `prepared` we relayed
 
     def _fork(self) -> int:
@@ -254,24 +259,30 @@ class Server:
         return os.fork()
 
     def prepare(self, order: dict[str, Any]) -> None:
-        """Make a CUDA worker ahead of need, unless one is waiting already."""
-        if self.prepared:
+        """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
+        replaced: the evaluator has moved to another problem)."""
+        kind = str(order.get("kind", "cuda"))
+        if self.prepared and self.prepared_kind == kind:
             _send(self.sock, event="prepared", pid=next(iter(self.prepared)))
             return
+        for pid, ours in list(self.prepared.items()):
+            self.prepared.pop(pid)
+            ours.close()  # it reads an empty order and exits
+        self.prepared_kind = kind
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = self._fork()
         if pid == 0:
             ours.close()
-            _prepared_child(self.sock, theirs, bool(order.get("pidns")) and self.pidns)
+            _prepared_child(self.sock, theirs, bool(order.get("pidns")) and self.pidns, kind == "cuda")
         theirs.close()
         self.children.add(pid)
         self.prepared[pid] = ours
         _send(self.sock, event="preparing", pid=pid)  # from now on the harness's sweeps spare it
 
     def run(self, order: dict[str, Any], fds: list[int]) -> None:
-        """One candidate: the prepared CUDA worker where it needs CUDA and one waits, else a fresh fork."""
+        """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
         order["pidns"] = bool(order.get("pidns")) and self.pidns
-        if order.get("cuda") and self.prepared:
+        if order.get("kind") is not None and order.get("kind") == self.prepared_kind and self.prepared:
             pid, ours = self.prepared.popitem()
             try:
                 socket.send_fds(ours, [json.dumps(order).encode()], fds)

@@ -43,7 +43,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from agent.bench_view import bench_result
-    from tools.benchmark import benchmark
+    from tools.judge import benchmark
 
     problem = _load(args.problem)
     if problem is None:
@@ -74,7 +74,7 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    from tools.check import check_problem
+    from tools.judge import check_problem
 
     problem = _load(args.problem)
     if problem is None:

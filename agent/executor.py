@@ -40,17 +40,17 @@ class LocalEvaluator:
     """The harness's own entry points, in this process (each spawns its isolated child processes)."""
 
     def compile(self, problem: Problem, code: str) -> CompileResult:
-        from tools.compile_kernel import compile_kernel
+        from tools.judge import compile_kernel
 
         return compile_kernel(problem, code)
 
     def evaluate(self, problem: Problem, code: str, gpu: int | None, seed: int | None = None) -> BenchResult:
-        from tools.benchmark import benchmark
+        from tools.judge import benchmark
 
         return benchmark(problem, code, seed, gpu=gpu)
 
     def kill_all(self) -> None:
-        from tools.sandbox import kill_all_children
+        from tools.supervise import kill_all_children
 
         kill_all_children()
 

@@ -125,9 +125,8 @@ class Evaluator(BaseModel):
 
     @classmethod
     def real(cls) -> Evaluator:
-        from tools.benchmark import benchmark
-        from tools.compile_kernel import compile_kernel
-        from tools.sandbox import kill_all_children
+        from tools.judge import benchmark, compile_kernel
+        from tools.supervise import kill_all_children
 
         return cls(compile=compile_kernel, benchmark=benchmark, kill_all_children=kill_all_children)
 

@@ -15,15 +15,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import benchmark as bench_mod
-from tools import jobs
 from tools.envinfo import hardware_summary
+from tools.judge import _evaluate, _plan, benchmark
 from tools.problem import load_problem
+from tools.supervise import jobs
 
 
 def instrument(log: list[dict[str, Any]], t0: list[float]) -> None:
     """Wrap the two child launches so every message gets a parent-side timestamp."""
-    real_truth, real_candidate = bench_mod._run_truth, jobs.run_candidate
+    real_truth, real_candidate = _plan.run_truth, jobs.run_candidate
 
     def stamp(who: str, event: str, **extra: Any) -> None:
         log.append({"t": round(time.monotonic() - t0[0], 3), "who": who, "event": event, **extra})
@@ -46,8 +46,8 @@ def instrument(log: list[dict[str, Any]], t0: list[float]) -> None:
         stamp("candidate", "exit", seconds=round(outcome.seconds, 3))
         return outcome
 
-    bench_mod._run_truth = run_truth
-    bench_mod.run_candidate = run_candidate
+    _plan.run_truth = run_truth
+    _evaluate.run_candidate = run_candidate
 
 
 def main() -> None:
@@ -69,7 +69,7 @@ def main() -> None:
             time.sleep(args.think)
         log.clear()
         t0[0] = time.monotonic()
-        result = bench_mod.benchmark(problem, code)
+        result = benchmark(problem, code)
         runs.append(
             {
                 "status": result.status,

@@ -34,7 +34,7 @@ BASELINE = REPO / "problems" / "selective_scan_cpu" / "solutions" / "baseline.py
 
 _ONE_EVAL = """
 import json, sys
-from tools.benchmark import benchmark
+from tools.judge import benchmark
 from tools.problem import load_problem
 r = benchmark(load_problem(sys.argv[1]), open(sys.argv[2]).read())
 t = r.primary_timing

@@ -103,7 +103,7 @@ def shim_records(build_dir: Path) -> list[dict[str, Any]]:
 
 
 def compile_once(label: str, source: str, cache: Path) -> dict[str, Any]:
-    from tools.compile_kernel import compile_kernel
+    from tools.judge import compile_kernel
     from tools.problem import load_problem
 
     start = time.perf_counter()
@@ -132,7 +132,7 @@ t0 = time.perf_counter()
 import torch
 t1 = time.perf_counter()
 sys.path.insert(0, sys.argv[2])
-from tools import build
+from tools.worker import build
 build.install()
 import importlib.util
 spec = importlib.util.spec_from_file_location("kernel", sys.argv[1])

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from tools.compile_kernel import compile_kernel
+from tools.judge import compile_kernel
 from tools.problem import load_problem
 
 

@@ -27,9 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from tools.benchmark import benchmark
-from tools.compile_kernel import compile_kernel
 from tools.envinfo import collect_env
+from tools.judge import benchmark, compile_kernel
 from tools.problem import load_problem
 
 

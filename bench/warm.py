@@ -6,7 +6,7 @@
 
 The kernel is compiled (and the reference timed) once first, so every measured evaluation is of an
 already-compiled candidate with a cached reference time, as in an agent's run. Cold evaluations use
-KERNEL_AGENT_WARM=0; warm ones one `Evaluator`, `--think` seconds apart (the model's turn, during which
+KERNEL_AGENT_WARM=0; warm ones one `WarmPool`, `--think` seconds apart (the model's turn, during which
 the next evaluation's truth is prepared). Prints a table of phases and writes JSON with every result.
 """
 
@@ -26,11 +26,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools.benchmark import benchmark  # noqa: E402
-from tools.compile_kernel import compile_kernel  # noqa: E402
+from tools.judge import benchmark, compile_kernel  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
 from tools.results import BenchResult  # noqa: E402
-from tools.warm import Evaluator  # noqa: E402
+from tools.supervise import WarmPool  # noqa: E402
 
 DEFAULT_PROBLEM = REPO / "tests" / "problems" / "scan_tiny.yaml"
 DEFAULT_KERNEL = REPO / "problems" / "selective_scan_cpu" / "solutions" / "baseline.py"
@@ -55,16 +54,16 @@ def _cold(problem: Problem, code: str, n: int) -> list[dict[str, Any]]:
         os.environ["KERNEL_AGENT_WARM"] = "1"
 
 
-def _warm(problem: Problem, code: str, n: int, think: float, ev: Evaluator) -> list[dict[str, Any]]:
+def _warm(problem: Problem, code: str, n: int, think: float, ev: WarmPool) -> list[dict[str, Any]]:
     rows = []
     for i in range(n):
         if i:
             time.sleep(think)
-        rows.append(_row(benchmark(problem, code, evaluator=ev)))
+        rows.append(_row(benchmark(problem, code, pool=ev)))
     return rows
 
 
-def _compile_hits(problem: Problem, code: str, ev: Evaluator) -> dict[str, float]:
+def _compile_hits(problem: Problem, code: str, ev: WarmPool) -> dict[str, float]:
     def timed(**kw: Any) -> float:
         start = time.monotonic()
         result = compile_kernel(problem, code, **kw)
@@ -74,7 +73,7 @@ def _compile_hits(problem: Problem, code: str, ev: Evaluator) -> dict[str, float
     os.environ["KERNEL_AGENT_WARM"] = "0"
     cold = timed()
     os.environ["KERNEL_AGENT_WARM"] = "1"
-    return {"cold": cold, "warm": timed(evaluator=ev)}
+    return {"cold": cold, "warm": timed(pool=ev)}
 
 
 def _table(name: str, rows: list[dict[str, Any]]) -> str:
@@ -101,7 +100,7 @@ def main() -> int:
     print(f"first (compile + reference timing): {first.status} {first.seconds:.1f}s", flush=True)
     cold = _cold(problem, code, args.cold)
     print(_table("cold", cold), flush=True)
-    ev = Evaluator()
+    ev = WarmPool()
     try:
         warm = _warm(problem, code, args.warm, args.think, ev)
         hits = _compile_hits(problem, code, ev)

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from tools import cache, ccshim
-from tools.compile_kernel import compile_kernel
-from tools.jobs import build_cache_dir
+from tools.cache import build_cache_dir
+from tools.cache import builds as cache
+from tools.judge import compile_kernel
 from tools.problem import Problem, load_problem
 from tools.results import BuildInfo, CompileResult, CompileStep
+from tools.worker import ccshim
 
 REPO = Path(__file__).resolve().parent.parent
 AXPY = (Path(__file__).parent / "candidates" / "cuda_axpy.py").read_text()

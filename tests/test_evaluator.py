@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools.benchmark import benchmark
-from tools.compile_kernel import compile_kernel
+from tools.judge import benchmark, compile_kernel
 from tools.problem import Problem, ProblemError, load_problem
 
 REPO = Path(__file__).resolve().parent.parent

@@ -19,14 +19,11 @@ from typing import Any
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools import benchmark as bench_mod
-from tools.benchmark import benchmark, clock_disagreement
-from tools.jobs import Job, run_candidate
+from tools.judge import _verdicts, benchmark, clock_disagreement
 from tools.problem import Limits, Problem, load_problem
 from tools.results import TimingStats
-from tools.sandbox import Deadline
-from tools.warm import Evaluator
-from tools.watchdog import SETUP_S, Watchdog, call_bound
+from tools.supervise import Deadline, Job, WarmPool, run_candidate
+from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -38,8 +35,8 @@ def tiny() -> Problem:
 
 
 @pytest.fixture(scope="module")
-def warm() -> Iterator[Evaluator]:
-    ev = Evaluator()
+def warm() -> Iterator[WarmPool]:
+    ev = WarmPool()
     yield ev
     ev.shutdown()
 
@@ -52,7 +49,7 @@ def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:
 # --- the zygote and the CUDA driver ---------------------------------------------------------------------
 
 
-def test_the_zygotes_children_are_not_in_a_bad_fork(warm: Evaluator) -> None:
+def test_the_zygotes_children_are_not_in_a_bad_fork(warm: WarmPool) -> None:
     """torch.utils.cpp_extension asks torch.cuda.is_available() at import, which poisons every later fork
     while torch.cuda.is_initialized() stays false. The zygote's probe forks a child and asks torch whether
     that child is in a bad fork: here (no GPU) it must answer "no_gpu", never "poisoned"."""
@@ -66,7 +63,7 @@ def test_a_zygote_that_reached_the_driver_never_serves_a_cuda_candidate(
 ) -> None:
     monkeypatch.setenv("KERNEL_AGENT_TEST_POISON_FORK", "1")
     cuda = tiny.model_copy(update={"spec": tiny.spec.model_copy(update={"device": "cuda"})})
-    ev = Evaluator()
+    ev = WarmPool()
     try:
         zygote = ev.zygote()
         zygote.wait_ready()
@@ -114,18 +111,18 @@ def test_the_watchdog_moves_the_deadline_step_by_step() -> None:
     assert "budget of 100 s" in dog.explain()
 
 
-def test_a_call_that_never_returns_is_cut_off_by_its_bound(tiny: Problem, warm: Evaluator) -> None:
+def test_a_call_that_never_returns_is_cut_off_by_its_bound(tiny: Problem, warm: WarmPool) -> None:
     """The evaluation's budget is 600 s; the hang is cut off after max(5 s, 50x the reference's call) plus
     the step's setup allowance, and the next candidate evaluates normally on the same evaluator."""
     patient = with_budget(tiny, 600)
-    assert benchmark(patient, v.baseline(), evaluator=warm).status == "ok"  # built, reference timed
+    assert benchmark(patient, v.baseline(), pool=warm).status == "ok"  # built, reference timed
     start = time.monotonic()
-    hung = benchmark(patient, v.host_loop(), evaluator=warm)
+    hung = benchmark(patient, v.host_loop(), pool=warm)
     waited = time.monotonic() - start
     assert hung.status == "timeout", hung.message
     assert "did not finish within its bound" in hung.message, hung.message
     assert waited < 45, f"{waited:.0f} s to a verdict"
-    after = benchmark(patient, v.baseline(), evaluator=warm)
+    after = benchmark(patient, v.baseline(), pool=warm)
     assert after.status == "ok", after.message
 
 
@@ -160,25 +157,25 @@ def test_a_faked_in_process_clock_is_a_disagreement() -> None:
 def _late_batch_end(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     """The evaluator's reader thread stamps the end of the timed loop late, `times` times: what a harness
     host too busy to wake that thread does to the evaluator's clock."""
-    real = bench_mod.Verdicts.handle
+    real = _verdicts.Verdicts.handle
     late = [0]
 
-    def handle(self: bench_mod.Verdicts, msg: dict[str, Any]) -> str | None:
+    def handle(self: _verdicts.Verdicts, msg: dict[str, Any]) -> str | None:
         if msg["event"] == "batch_end" and late[0] < times:
             late[0] += 1
             time.sleep(0.4)
         return real(self, msg)
 
-    monkeypatch.setattr(bench_mod.Verdicts, "handle", handle)
+    monkeypatch.setattr(_verdicts.Verdicts, "handle", handle)
     return late
 
 
 def test_a_disagreement_the_host_caused_once_is_re_measured_and_not_flagged(
-    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+    tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"
+    assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"
     late = _late_batch_end(monkeypatch, times=1)
-    result = benchmark(tiny, v.baseline(), evaluator=warm)
+    result = benchmark(tiny, v.baseline(), pool=warm)
     assert late[0] == 1
     assert result.status == "ok", result.message
     assert result.flags == []
@@ -188,10 +185,10 @@ def test_a_disagreement_the_host_caused_once_is_re_measured_and_not_flagged(
 
 
 def test_a_disagreement_that_persists_is_suspect_not_incorrect(
-    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+    tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _late_batch_end(monkeypatch, times=2)
-    result = benchmark(tiny, v.baseline(), evaluator=warm)
+    result = benchmark(tiny, v.baseline(), pool=warm)
     assert result.status == "suspect", result.message
     assert not result.correct
     assert result.speedup is None
@@ -204,32 +201,30 @@ def test_a_disagreement_that_persists_is_suspect_not_incorrect(
 # --- workers made ahead of need ------------------------------------------------------------------------
 
 
-def test_a_worker_still_being_made_takes_the_order_that_arrives_for_it(
-    tiny: Problem, warm: Evaluator
-) -> None:
+def test_a_worker_still_being_made_takes_the_order_that_arrives_for_it(tiny: Problem, warm: WarmPool) -> None:
     """The worker made ahead (a CUDA context and the profiler on a GPU, ~4.5 s) may still be starting when
     its candidate arrives: the zygote hands the order over at once and closes its end; the worker must
     still run it. (Seen on the H200: every back-to-back evaluation crashed with exit 70.)"""
     for seed in range(2):
-        assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"  # truth and a worker made ahead
+        assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"  # truth and a worker made ahead
         warm.wait_prefetch(tiny.content_hash)
         # A seeded evaluation takes that worker but not the truth made ahead (its seed is given) ...
-        assert benchmark(tiny, v.baseline(), seed=1_000_000_007 + seed, evaluator=warm).status == "ok"
+        assert benchmark(tiny, v.baseline(), seed=1_000_000_007 + seed, pool=warm).status == "ok"
         # ... so the next one finds its truth ready and no worker: one is asked for as it starts, and its
         # order follows at once, while that worker is still entering its namespaces.
-        result = benchmark(tiny, v.baseline(), evaluator=warm)
+        result = benchmark(tiny, v.baseline(), pool=warm)
         assert result.status == "ok", result.message
 
 
-def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Problem, warm: Evaluator) -> None:
-    from tools.compile_kernel import compile_kernel
+def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Problem, warm: WarmPool) -> None:
+    from tools.judge import compile_kernel
 
-    assert benchmark(tiny, v.baseline(), evaluator=warm).status == "ok"
+    assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"
     warm.wait_prefetch(tiny.content_hash)
     zygote = warm.zygote()
     assert zygote.wait_prepared(30)
     made = zygote.prepared_pid
     assert made is not None
-    assert compile_kernel(tiny, v.python_only_edit(), evaluator=warm).status == "ok"
+    assert compile_kernel(tiny, v.python_only_edit(), pool=warm).status == "ok"
     assert zygote.prepared_pid == made  # neither used by the compile nor killed by its sweep
     assert Path(f"/proc/{made}").exists()

@@ -128,7 +128,7 @@ def test_the_overlap_check_finds_what_it_must(spans: list[LeaseSpan], cpu_proble
 def test_gpu_keyword_sets_the_childrens_visible_device(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tools.sandbox import child_env, visible_gpu
+    from tools.supervise import child_env, visible_gpu
 
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert "CUDA_VISIBLE_DEVICES" not in child_env(tmp_path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.benchmark import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.envinfo import collect_env
 from tools.problem import load_problem
 from tools.results import TimingStats

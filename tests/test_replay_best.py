@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.benchmark import benchmark
-from tools.compile_kernel import compile_kernel
+from tools.judge import benchmark, compile_kernel
 from tools.problem import Problem, load_problem
 
 REPO = Path(__file__).resolve().parent.parent

@@ -16,11 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools.benchmark import benchmark
-from tools.compile_kernel import compile_kernel
+from tools.judge import benchmark, compile_kernel
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
-from tools.warm import Evaluator
+from tools.supervise import WarmPool
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -35,8 +34,8 @@ def tiny() -> Problem:
 
 
 @pytest.fixture(scope="module")
-def warm() -> Iterator[Evaluator]:
-    ev = Evaluator()
+def warm() -> Iterator[WarmPool]:
+    ev = WarmPool()
     yield ev
     ev.shutdown()
 
@@ -55,11 +54,10 @@ def _verdict(r: BenchResult) -> tuple[object, ...]:
 
 
 def test_warm_and_cold_give_the_same_verdicts(
-    tiny: Problem, warm: Evaluator, monkeypatch: pytest.MonkeyPatch
+    tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     warm_results = [
-        benchmark(tiny, code, seed=1234567890123, evaluator=warm)
-        for code in (v.baseline(), v.wrong_no_skip())
+        benchmark(tiny, code, seed=1234567890123, pool=warm) for code in (v.baseline(), v.wrong_no_skip())
     ]
     monkeypatch.setenv("KERNEL_AGENT_WARM", "0")
     cold_results = [benchmark(tiny, code, seed=1234567890123) for code in (v.baseline(), v.wrong_no_skip())]
@@ -74,12 +72,12 @@ def test_warm_and_cold_give_the_same_verdicts(
         assert sum(r.phases.values()) == pytest.approx(r.seconds, abs=0.05)
 
 
-def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, warm: Evaluator) -> None:
-    first = benchmark(tiny, v.baseline(), evaluator=warm)  # times nothing anew afterwards: prefetch starts
+def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, warm: WarmPool) -> None:
+    first = benchmark(tiny, v.baseline(), pool=warm)  # times nothing anew afterwards: prefetch starts
     assert first.status == "ok", first.message
     assert warm.pending(tiny.content_hash)
-    second = benchmark(tiny, v.wrong_no_skip(), evaluator=warm)
-    third = benchmark(tiny, v.baseline(), evaluator=warm)
+    second = benchmark(tiny, v.wrong_no_skip(), pool=warm)
+    third = benchmark(tiny, v.baseline(), pool=warm)
     assert second.status == "incorrect", second.message
     assert third.status == "ok", third.message
     # Prepared ahead: no truth worker ran on these evaluations' critical path.
@@ -88,47 +86,47 @@ def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, 
     assert len({first.seed, second.seed, third.seed}) == 3  # a fresh secret seed every evaluation
 
 
-def test_a_crash_replaces_the_zygote_and_the_next_candidate_is_clean(tiny: Problem, warm: Evaluator) -> None:
-    assert benchmark(tiny, v.baseline(), seed=11, evaluator=warm).status == "ok"
+def test_a_crash_replaces_the_zygote_and_the_next_candidate_is_clean(tiny: Problem, warm: WarmPool) -> None:
+    assert benchmark(tiny, v.baseline(), seed=11, pool=warm).status == "ok"
     before = warm.zygote_pid()
-    crashed = benchmark(tiny, v.segfault(), seed=12, evaluator=warm)
+    crashed = benchmark(tiny, v.segfault(), seed=12, pool=warm)
     assert crashed.status == "crashed", crashed.message
     after = warm.zygote_pid()
     assert before is not None
     assert after is not None
     assert after != before
     assert not _alive(before)
-    again = benchmark(tiny, v.baseline(), seed=13, evaluator=warm)
+    again = benchmark(tiny, v.baseline(), seed=13, pool=warm)
     assert again.status == "ok", again.message
 
 
-def test_a_candidates_module_state_never_reaches_the_next_one(tiny: Problem, warm: Evaluator) -> None:
+def test_a_candidates_module_state_never_reaches_the_next_one(tiny: Problem, warm: WarmPool) -> None:
     # The first candidate leaves a marker on the torch module; were its process reused, the second would
     # see it and zero its output. Both are clean, so the zygote is not replaced between them.
-    assert benchmark(tiny, v.baseline(), seed=21, evaluator=warm).status == "ok"
+    assert benchmark(tiny, v.baseline(), seed=21, pool=warm).status == "ok"
     zygote = warm.zygote_pid()
-    leaves = benchmark(tiny, LEAVES_STATE, seed=22, evaluator=warm)
-    sees = benchmark(tiny, SEES_STATE, seed=23, evaluator=warm)
+    leaves = benchmark(tiny, LEAVES_STATE, seed=22, pool=warm)
+    sees = benchmark(tiny, SEES_STATE, seed=23, pool=warm)
     assert leaves.status == "ok", leaves.message
     assert sees.status == "ok", sees.message
     assert warm.zygote_pid() == zygote
 
 
-def test_a_cache_hit_compiles_through_the_zygote(tiny: Problem, warm: Evaluator) -> None:
-    result = compile_kernel(tiny, v.python_only_edit(), evaluator=warm)
+def test_a_cache_hit_compiles_through_the_zygote(tiny: Problem, warm: WarmPool) -> None:
+    result = compile_kernel(tiny, v.python_only_edit(), pool=warm)
     assert result.status == "ok", result.message
     assert result.cached
 
 
 def test_prepared_data_is_off_limits_to_other_candidates(tiny: Problem) -> None:
-    ev = Evaluator()
+    ev = WarmPool()
     try:
-        assert benchmark(tiny, v.baseline(), evaluator=ev).status == "ok"
+        assert benchmark(tiny, v.baseline(), pool=ev).status == "ok"
         ev.wait_prefetch(tiny.content_hash)
         files = list(ev.staging.rglob("*.pt"))
         assert files, "a prepared job waits in staging"
         snooper = v.replace("import torch\n", f"import torch\nopen({str(files[0])!r}, 'rb').read()\n")
-        result = benchmark(tiny, snooper, seed=31, evaluator=ev)
+        result = benchmark(tiny, snooper, seed=31, pool=ev)
         assert "forbidden_file_access" in result.flags
         assert not result.correct
         assert result.status == "import_error"
@@ -139,12 +137,12 @@ def test_prepared_data_is_off_limits_to_other_candidates(tiny: Problem) -> None:
 SCRIPT = """
 import json, os, signal, sys
 from tests.candidates import scan_variants as v
-from tools.benchmark import benchmark
+from tools.judge import benchmark
 from tools.problem import load_problem
-from tools.warm import evaluator_for
+from tools.supervise import pool_for
 p = load_problem(sys.argv[1])
 r = benchmark(p, v.baseline())
-ev = evaluator_for(None)
+ev = pool_for(None)
 print(json.dumps({"status": r.status, "workers": r.workers, "zygote": ev.zygote_pid(), "root": str(ev.root),
                   "truth": [s.proc.pid for s in ev._truth.values()]}), flush=True)
 if sys.argv[2] == "sigint":

@@ -14,10 +14,11 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
-from tools import isolation
+from tools.cache import cache_root
 from tools.problem import Problem
 from tools.results import EnvInfo
-from tools.sandbox import HARNESS_ROOT, cache_root
+from tools.supervise import isolation
+from tools.supervise._spawn import HARNESS_ROOT
 
 
 @functools.cache

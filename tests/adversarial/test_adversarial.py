@@ -15,13 +15,13 @@ import pytest
 
 from tests.adversarial import candidates as c
 from tests.candidates import scan_variants as v
-from tools import build, isolation
-from tools.benchmark import benchmark
-from tools.integrity import Snapshot
-from tools.jobs import _check_no_secrets
+from tools.judge import benchmark, check_source
 from tools.problem import Problem, load_problem
-from tools.refmod import derive_seed
-from tools.static_checks import check_source
+from tools.supervise import isolation
+from tools.supervise.integrity import Snapshot
+from tools.supervise.jobs import _check_no_secrets
+from tools.worker import build
+from tools.worker.refmod import derive_seed
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent

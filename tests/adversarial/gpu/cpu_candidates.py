@@ -113,7 +113,7 @@ def faked_harness_clock(n_cases: int, factor: int = 10) -> str:
         "    _CALLS[0] += 1",
         f"    if _CALLS[0] != {n_cases + 1}:",
         "        return",
-        '    timing = sys.modules["tools." + "timing"]',
+        '    timing = sys.modules["tools.worker." + "timing"]',
         "    real, t0 = timing._PERF_COUNTER, timing._PERF_COUNTER()",
         f"    timing._PERF_COUNTER = lambda: t0 + (real() - t0) / {factor}",
     )

@@ -13,10 +13,9 @@ import pytest
 from tests.adversarial.gpu import cpu_candidates as c
 from tests.adversarial.gpu import gpu_candidates as g
 from tests.candidates import scan_variants as v
-from tools.benchmark import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, benchmark
+from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, benchmark, check_source
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
-from tools.static_checks import check_source
 
 HERE = Path(__file__).resolve().parent
 TESTS = HERE.parents[1]

@@ -7,10 +7,10 @@ import time
 
 from pydantic import BaseModel
 
-from tools.jobs import Job
 from tools.problem import Problem
-from tools.refmod import derive_seed
-from tools.sandbox import Deadline, child_env, run_child
+from tools.supervise._spawn import Deadline, child_env, run_child
+from tools.supervise.jobs import Job
+from tools.worker.refmod import derive_seed
 
 
 class CheckResult(BaseModel):
@@ -39,7 +39,7 @@ def check_problem(problem: Problem) -> CheckResult:
         path = job.private / "request.json"
         path.write_text(json.dumps(request | {"cases": [item], "timing": []}))
         outcome = run_child(
-            "tools.worker_truth", [str(path)], cwd=job.work, env=child_env(job.work),
+            "tools.worker.truth", [str(path)], cwd=job.work, env=child_env(job.work),
             deadline=Deadline(problem.spec.limits.eval_timeout_s),
         )  # fmt: skip
     events = {m["event"]: m for m in outcome.messages}

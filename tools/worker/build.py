@@ -29,8 +29,9 @@ from typing import Any
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from tools import cache, guard
+from tools.cache import builds as cache
 from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
+from tools.worker import guard
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)

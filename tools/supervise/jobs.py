@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from tools import isolation
-from tools.integrity import HARNESS
+from tools.cache import build_cache_dir
 from tools.problem import Problem
-from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
-from tools.sandbox import ChildOutcome, Deadline, MessageHandler, cache_root, child_env, run_child
-from tools.watchdog import Watchdog
+from tools.supervise import isolation
+from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
+from tools.supervise.integrity import HARNESS
+from tools.supervise.watchdog import Watchdog
 
 
 class WarmUnavailable(RuntimeError):
@@ -91,12 +91,6 @@ class Job:
 
 # The user's build-cache settings the worker needs (see README, "Compile latency and the build cache").
 BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
-
-
-def build_cache_dir() -> Path:
-    path = cache_root() / "builds"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
 
 
 def sweep_build_tmp(job: Job) -> None:
@@ -194,7 +188,7 @@ def _launch(
         except WarmUnavailable as exc:
             notices.append(f"warm workers unavailable, the candidate ran in a fresh process: {exc}")
     outcome = run_child(
-        "tools.worker_candidate",
+        "tools.worker.candidate",
         [str(request_path)],
         cwd=job.work,
         env=env,
@@ -205,10 +199,6 @@ def _launch(
     outcome.notices += notices
     outcome.fell_back = launcher is not None
     return outcome
-
-
-def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
-    return [k for b in builds for k in b.kernels]
 
 
 def describe_exit(outcome: ChildOutcome) -> str:
@@ -223,55 +213,3 @@ def describe_exit(outcome: ChildOutcome) -> str:
     if outcome.signal_name:
         return f"the process died of {outcome.signal_name}"
     return f"the process exited with code {outcome.returncode}"
-
-
-def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
-    """What the import phase (which runs every load_inline build) came to."""
-    msgs = {m["event"]: m for m in outcome.messages}
-    common: dict[str, Any] = {"output": outcome.output, "kernel_hash": code_hash}
-    done = msgs.get("imported") or msgs.get("import_failed")
-    if done is None:
-        status = "timeout" if outcome.timed_out else "crashed"
-        return CompileResult(
-            status=status, message=f"while importing kernel_code (building its extensions): {describe_exit(outcome)}",
-            seconds=outcome.seconds, **common,
-        )  # fmt: skip
-    builds = [BuildInfo.model_validate(b) for b in done.get("builds", [])]
-    errors = [Diagnostic.model_validate(d) for d in done.get("errors", [])]
-    fields: dict[str, Any] = {
-        "seconds": float(done.get("seconds", 0.0)),
-        "cached": bool(builds) and all(b.cached for b in builds),
-        "builds": builds,
-        "errors": errors,
-        "kernels": _merge_kernels(builds),
-        **common,
-    }
-    if done["event"] == "import_failed" or done.get("failed_build"):
-        kind = done.get("kind", "compile_error") if done["event"] == "import_failed" else "compile_error"
-        return CompileResult(status=kind, message=_failure_message(kind, done, errors), **fields)
-    if not done.get("has_model_new"):
-        return CompileResult(
-            status="import_error", message="kernel_code must define a class named ModelNew", **fields
-        )
-    if no_device:
-        return CompileResult(status="no_device", message="compiled; no CUDA GPU here to run it on", **fields)
-    n = len(builds)
-    how = "from the build cache" if fields["cached"] else f"in {fields['seconds']:.1f} s"
-    return CompileResult(status="ok", message=f"compiled {n} extension{'s' * (n != 1)} {how}", **fields)
-
-
-def _failure_message(kind: str, done: dict[str, Any], errors: list[Diagnostic]) -> str:
-    if kind != "compile_error" or not errors:
-        return f"{'build failed' if kind == 'compile_error' else 'import failed'}: {done.get('message', '')}"
-    lines = []
-    for d in errors[:10]:
-        where = (
-            f"kernel.py line {d.candidate_line}"
-            if d.candidate_line
-            else f"{d.generated_file}:{d.generated_line}"
-        )
-        lines.append(
-            f"{where}: error: {d.message}" + (f"\n    {d.source_line.strip()}" if d.source_line else "")
-        )
-    more = f"\n… and {len(errors) - 10} more errors" if len(errors) > 10 else ""
-    return "build failed:\n" + "\n".join(lines) + more

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import functools
 import json
 import os
 import signal
@@ -19,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from tools import isolation
+from tools.supervise import _toolchain as toolchain
+from tools.supervise import isolation
 
-HARNESS_ROOT = Path(__file__).resolve().parent.parent
+HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 # Only these reach a candidate: no API keys, tokens or credentials ever do.
 ENV_ALLOWLIST = (
@@ -57,47 +57,6 @@ _live_groups: set[int] = set()
 _live_lock = threading.Lock()
 
 
-def cache_root() -> Path:
-    """The harness's cache (builds, reference times): $KERNEL_AGENT_CACHE or ~/.cache/kernel-agent."""
-    root = os.environ.get("KERNEL_AGENT_CACHE") or str(Path.home() / ".cache" / "kernel-agent")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@functools.cache
-def _cuda_home() -> str | None:
-    """The real CUDA install; the `nvcc` on PATH may be a wrapper whose parent dir is not CUDA_HOME."""
-    if os.environ.get("CUDA_HOME"):
-        return os.environ["CUDA_HOME"]
-    try:
-        out = subprocess.run(
-            ["nvcc", "--dryrun", "-x", "cu", "-E", "/dev/null"], capture_output=True, text=True, timeout=30
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in (out.stdout + out.stderr).splitlines():
-        if "TOP=" in line:
-            return str(Path(line.split("TOP=", 1)[1].strip()).resolve())
-    return None
-
-
-@functools.cache
-def _gpu_arch() -> str | None:
-    """The visible GPU's compute capability via nvidia-smi (the parent never initialises CUDA)."""
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    first = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
-    return first or None
-
-
 @contextlib.contextmanager
 def visible_gpu(gpu: int | None) -> Any:
     """Child processes started in this block see only GPU `gpu` (an index into the visible GPUs)."""
@@ -119,12 +78,12 @@ def child_env(
     """The child's whole environment: the allowlist, its own HOME/TMPDIR, and the harness on its path
     (`harness`: the job's snapshot of the harness package, so files changed on disk later have no effect)."""
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-    cuda_home = _cuda_home()
+    cuda_home = toolchain.cuda_home()
     if cuda_home:
         env["CUDA_HOME"] = cuda_home
     env.setdefault("MAX_JOBS", str(os.cpu_count() or 2))
     # Without an explicit arch list torch builds for every arch it knows when no GPU is visible.
-    env.setdefault("TORCH_CUDA_ARCH_LIST", _gpu_arch() or "9.0")
+    env.setdefault("TORCH_CUDA_ARCH_LIST", toolchain.gpu_arch() or "9.0")
     env.update(
         HOME=str(workdir),
         TMPDIR=str(workdir / "tmp"),
@@ -399,14 +358,3 @@ def supervise(
         swept=swept,
         arrivals=arrivals,
     )
-
-
-class Channel:
-    """The child's end of the result channel: one JSON object per line."""
-
-    def __init__(self, fd: int) -> None:
-        self._stream = os.fdopen(fd, "wb", buffering=0)
-
-    def send(self, event: str, **payload: Any) -> None:
-        line = json.dumps({"event": event, **payload}, default=str).encode() + b"\n"
-        self._stream.write(line)

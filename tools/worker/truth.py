@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from tools import refmod
 from tools.problem import Case
-from tools.sandbox import Channel
-from tools.timing import measure
+from tools.wire import Channel
+from tools.worker import refmod
+from tools.worker.timing import measure
 
 
 def reset_backend_flags() -> None:

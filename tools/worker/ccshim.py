@@ -34,8 +34,8 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from tools import cache  # noqa: E402  (the harness root is put on the path above: this runs as a script)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tools.cache import builds as cache  # noqa: E402  (the harness root is put on the path above: this runs as a script)
 
 VERSION = "1"
 SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".c", ".cu")

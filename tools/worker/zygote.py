@@ -113,7 +113,7 @@ def _no_driver_queries() -> Iterator[None]:
 def import_harness() -> None:
     global worker_candidate
     with _no_driver_queries():
-        from tools import worker_candidate as module
+        from tools.worker import candidate as module
     worker_candidate = module
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tools.sandbox import ChildOutcome
+from tools.supervise._spawn import ChildOutcome
 
 
 def _span(outcome: ChildOutcome, first: str | None, last: str | None) -> float:

@@ -1,6 +1,6 @@
 """The harness's own files, read once: workers run from that snapshot, and changes on disk are reported.
 
-`tools/*.py` are read when this module is first imported (with the rest of the harness, before any
+Every `tools/**/*.py` is read when this module is first imported (with the rest of the harness, before any
 candidate runs). Each job writes the snapshot into its own folder and the workers import from there, so
 a file changed on disk later (by a candidate that escaped its guards, or anyone) has no effect on what
 computes the truth or runs the candidate. The parent compares the disk with the snapshot around every
@@ -13,7 +13,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-TOOLS_DIR = Path(__file__).resolve().parent
+TOOLS_DIR = Path(__file__).resolve().parents[1]
 
 
 def _digest(data: bytes) -> str:
@@ -29,16 +29,21 @@ class Snapshot:
 
     @classmethod
     def take(cls, tools_dir: Path = TOOLS_DIR) -> Snapshot:
-        sources = {p.name: p.read_bytes() for p in sorted(tools_dir.glob("*.py"))}
+        sources = {
+            p.relative_to(tools_dir).as_posix(): p.read_bytes()
+            for p in sorted(tools_dir.rglob("*.py"))
+            if "__pycache__" not in p.parts
+        }
         hashes = {tools_dir / name: _digest(data) for name, data in sources.items()}
         return cls(sources, hashes)
 
     def write_package(self, root: Path) -> Path:
-        """`root/tools/*.py` from the snapshot; put `root` first on the workers' import path."""
+        """`root/tools/**/*.py` from the snapshot; put `root` first on the workers' import path."""
         pkg = root / "tools"
-        pkg.mkdir(parents=True, exist_ok=True)
         for name, data in self.sources.items():
-            (pkg / name).write_bytes(data)
+            path = pkg / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
         return root
 
     def changed(self, extra: dict[Path, str] | None = None) -> list[str]:

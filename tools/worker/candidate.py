@@ -20,10 +20,10 @@ from typing import Any
 
 import torch
 
-from tools import build, guard, timing
-from tools.sandbox import Channel
-from tools.timing import measure
-from tools.worker_truth import reset_backend_flags
+from tools.wire import Channel
+from tools.worker import build, guard, timing
+from tools.worker.timing import measure
+from tools.worker.truth import reset_backend_flags
 
 # Captured before the candidate is imported; compared after every call.
 TIMERS = {
@@ -34,7 +34,7 @@ TIMERS = {
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
     # The references the timing loop itself calls (a module global is as easy to replace as time.perf_counter).
     **{
-        f"tools.timing.{name}": (timing, name, getattr(timing, name))
+        f"tools.worker.timing.{name}": (timing, name, getattr(timing, name))
         for name in (
             "_PERF_COUNTER",
             "_EVENT",

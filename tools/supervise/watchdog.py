@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools.problem import Limits
-from tools.sandbox import Deadline
+from tools.supervise._spawn import Deadline
 
 SETUP_S = 5.0  # a step's own data: loading inputs and weights, building the model, saving outputs
 PROFILE_S = 60.0  # one profiled call, the CUDA profiler's start-up included (about 4 s on the H200)

@@ -1,6 +1,6 @@
 """Warm evaluation workers: no Python + torch start-up per candidate, truth prepared ahead of time.
 
-An `Evaluator` holds the warm workers of one device (`evaluator_for(gpu)`; `benchmark` and
+An `WarmPool` holds the warm workers of one device (`pool_for(gpu)`; `benchmark` and
 `compile_kernel` use the default one unless `KERNEL_AGENT_WARM=0`):
 
 * a **candidate zygote** (tools/zygote.py): a fork server that has imported torch and the harness but
@@ -28,7 +28,7 @@ candidate, faulty or not. What the fork does not save is CUDA context creation i
 that guarantee. The zygote itself is still replaced after any fault, timeout, flag or leftover process
 (in process-group mode a candidate of the same user can reach it), and restarted if it died.
 
-The device is never shared: a prefetch holds the evaluator's device lock, and a candidate runs only when
+The device is never shared: a prefetch holds the pool's device lock, and a candidate runs only when
 it holds that lock, so prepared truth never overlaps a candidate's timing.
 """
 
@@ -53,10 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tools import isolation
-from tools.integrity import HARNESS
-from tools.jobs import WarmUnavailable
-from tools.sandbox import (
+from tools.supervise import isolation
+from tools.supervise._spawn import (
     BoundedOutput,
     ChildOutcome,
     Deadline,
@@ -69,6 +67,8 @@ from tools.sandbox import (
     supervise,
     track_group,
 )
+from tools.supervise.integrity import HARNESS
+from tools.supervise.jobs import WarmUnavailable
 
 WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
@@ -107,7 +107,7 @@ class Zygote:
         env = child_env(home, extra, harness=root / "harness")
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "tools.zygote", str(theirs.fileno())],
+                [sys.executable, "-m", "tools.worker.zygote", str(theirs.fileno())],
                 cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 pass_fds=(theirs.fileno(),), start_new_session=True,
             )  # fmt: skip
@@ -309,7 +309,7 @@ class TruthServer:
         read_fd, write_fd = os.pipe()
         env = child_env(self.home, extra_env, harness=root / "harness")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools.worker_truth", "--serve", str(write_fd)],
+            [sys.executable, "-m", "tools.worker.truth", "--serve", str(write_fd)],
             cwd=self.home, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             pass_fds=(write_fd,), start_new_session=True,
         )  # fmt: skip
@@ -389,7 +389,7 @@ class _Pending:
     result: list[Any] = field(default_factory=list)
 
 
-class Evaluator:
+class WarmPool:
     """The warm workers of one device: a candidate zygote, truth servers per problem, prepared jobs."""
 
     def __init__(self, gpu: int | None = None) -> None:
@@ -518,27 +518,27 @@ class Evaluator:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-_EVALUATORS: dict[int | None, Evaluator] = {}
-_EVALUATORS_LOCK = threading.Lock()
+_POOLS: dict[int | None, WarmPool] = {}
+_POOLS_LOCK = threading.Lock()
 
 
-def evaluator_for(gpu: int | None = None) -> Evaluator | None:
+def pool_for(gpu: int | None = None) -> WarmPool | None:
     """The warm workers of one device (None: the default device), or None where warm workers are off."""
     if not warm_enabled():
         return None
-    with _EVALUATORS_LOCK:
-        ev = _EVALUATORS.get(gpu)
+    with _POOLS_LOCK:
+        ev = _POOLS.get(gpu)
         if ev is None or ev.closed:
-            ev = _EVALUATORS[gpu] = Evaluator(gpu)
+            ev = _POOLS[gpu] = WarmPool(gpu)
         return ev
 
 
 def shutdown_all() -> None:
     """Stop every warm worker and remove their folders (atexit; also safe to call any time)."""
-    with _EVALUATORS_LOCK:
-        evaluators = list(_EVALUATORS.values())
-        _EVALUATORS.clear()
-    for ev in evaluators:
+    with _POOLS_LOCK:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for ev in pools:
         ev.shutdown()
 
 

@@ -1,0 +1,37 @@
+"""Reference medians cached per problem hash, shape, host, device and torch version."""
+
+from __future__ import annotations
+
+import json
+import platform
+from typing import Any
+
+from tools.cache import cache_root
+from tools.problem import Problem, TimingShape
+from tools.results import EnvInfo, TimingStats
+
+# A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
+# such an entry is not served, so the next evaluation times the reference again.
+MAX_CACHED_REFERENCE_RSE = 0.2
+
+
+class ReferenceTimes:
+    """Reference medians cached per problem hash, shape, host, device and torch version."""
+
+    def __init__(self, problem: Problem, env: EnvInfo) -> None:
+        self.path = cache_root() / "reference_times.json"
+        self.prefix = f"{problem.content_hash}|{platform.node()}|{env.gpu or 'cpu'}|torch {env.torch}"
+        self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
+
+    def get(self, shape: TimingShape) -> TimingStats | None:
+        raw = self.data.get(f"{self.prefix}|{shape.name}")
+        stats = TimingStats.model_validate(raw) if raw else None
+        return stats if stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE else None
+
+    def put(self, shape: TimingShape, stats: TimingStats) -> None:
+        current = json.loads(self.path.read_text()) if self.path.is_file() else {}
+        current[f"{self.prefix}|{shape.name}"] = stats.model_dump()
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(current, indent=1))
+        tmp.replace(self.path)
+        self.data = current

@@ -1,0 +1,28 @@
+"""The judge: trusted code in the harness's own process. It plans an evaluation (seeds, cases, shapes),
+has the truth made and the candidate run (through `tools.supervise`), compares every output with the
+float64 truth, applies every guard and decides the verdict. A candidate never reaches this code.
+
+- `_evaluate`: `benchmark`, the evaluation of one candidate, and its verdict;
+- `_plan`: the plan of one evaluation, and truth made ahead of time;
+- `_verdicts`: what is decided while the candidate runs: cases, flags, clocks, library usage;
+- `_compile`: `compile_kernel`, and what an import phase came to;
+- `_check`: `check_problem` (a spec's reference runs);
+- `_compare`, `_static_checks`, `_phases`: output comparison, source checks, the seconds per phase.
+"""
+
+from tools.judge._check import check_problem
+from tools.judge._compile import compile_kernel
+from tools.judge._evaluate import benchmark
+from tools.judge._static_checks import RULES, check_source
+from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
+
+__all__ = [
+    "PARENT_CLOCK_RATIO",
+    "PARENT_CLOCK_SLACK_MS",
+    "RULES",
+    "benchmark",
+    "check_problem",
+    "check_source",
+    "clock_disagreement",
+    "compile_kernel",
+]

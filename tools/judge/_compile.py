@@ -1,0 +1,96 @@
+"""`compile_kernel(problem, kernel_code)`: import the candidate in an isolated child, building its extensions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.judge._static_checks import check_source
+from tools.problem import Problem
+from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
+from tools.supervise._spawn import ChildOutcome, visible_gpu
+from tools.supervise.jobs import Job, describe_exit, kernel_hash, run_candidate
+from tools.supervise.pool import WarmPool, pool_for
+
+
+def compile_kernel(
+    problem: Problem, kernel_code: str, *, gpu: int | None = None, pool: WarmPool | None = None
+) -> CompileResult:
+    """`gpu`: the only GPU its child processes see (default: those visible to this process).
+    `pool`: warm workers to fork the worker from (default: that device's, unless KERNEL_AGENT_WARM=0);
+    a build cache hit then costs a fork and an import, not a new interpreter."""
+    code_hash = kernel_hash(kernel_code)
+    _, syntax_error = check_source(kernel_code)
+    if syntax_error:
+        return CompileResult(
+            status="import_error", message=f"SyntaxError: {syntax_error}", kernel_hash=code_hash
+        )
+    ev = pool if pool is not None else pool_for(gpu)
+    request = {"mode": "compile", "cases": [], "timing": []}
+    with Job.create(kernel_code, ev.jobs_dir if ev else None) as job:
+        if ev is None:
+            with visible_gpu(gpu):
+                outcome = run_candidate(job, problem, request)
+        else:
+            outcome = run_candidate(
+                job, problem, request, launcher=ev.launch_candidate, secret_dirs=[ev.staging]
+            )
+    result = compile_result(outcome, code_hash)
+    if ev is not None and (result.status in ("timeout", "crashed") or outcome.swept or outcome.bad_messages):
+        ev.replace_zygote()
+    return result
+
+
+def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
+    return [k for b in builds for k in b.kernels]
+
+
+def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
+    """What the import phase (which runs every load_inline build) came to."""
+    msgs = {m["event"]: m for m in outcome.messages}
+    common: dict[str, Any] = {"output": outcome.output, "kernel_hash": code_hash}
+    done = msgs.get("imported") or msgs.get("import_failed")
+    if done is None:
+        status = "timeout" if outcome.timed_out else "crashed"
+        return CompileResult(
+            status=status, message=f"while importing kernel_code (building its extensions): {describe_exit(outcome)}",
+            seconds=outcome.seconds, **common,
+        )  # fmt: skip
+    builds = [BuildInfo.model_validate(b) for b in done.get("builds", [])]
+    errors = [Diagnostic.model_validate(d) for d in done.get("errors", [])]
+    fields: dict[str, Any] = {
+        "seconds": float(done.get("seconds", 0.0)),
+        "cached": bool(builds) and all(b.cached for b in builds),
+        "builds": builds,
+        "errors": errors,
+        "kernels": _merge_kernels(builds),
+        **common,
+    }
+    if done["event"] == "import_failed" or done.get("failed_build"):
+        kind = done.get("kind", "compile_error") if done["event"] == "import_failed" else "compile_error"
+        return CompileResult(status=kind, message=_failure_message(kind, done, errors), **fields)
+    if not done.get("has_model_new"):
+        return CompileResult(
+            status="import_error", message="kernel_code must define a class named ModelNew", **fields
+        )
+    if no_device:
+        return CompileResult(status="no_device", message="compiled; no CUDA GPU here to run it on", **fields)
+    n = len(builds)
+    how = "from the build cache" if fields["cached"] else f"in {fields['seconds']:.1f} s"
+    return CompileResult(status="ok", message=f"compiled {n} extension{'s' * (n != 1)} {how}", **fields)
+
+
+def _failure_message(kind: str, done: dict[str, Any], errors: list[Diagnostic]) -> str:
+    if kind != "compile_error" or not errors:
+        return f"{'build failed' if kind == 'compile_error' else 'import failed'}: {done.get('message', '')}"
+    lines = []
+    for d in errors[:10]:
+        where = (
+            f"kernel.py line {d.candidate_line}"
+            if d.candidate_line
+            else f"{d.generated_file}:{d.generated_line}"
+        )
+        lines.append(
+            f"{where}: error: {d.message}" + (f"\n    {d.source_line.strip()}" if d.source_line else "")
+        )
+    more = f"\n… and {len(errors) - 10} more errors" if len(errors) > 10 else ""
+    return "build failed:\n" + "\n".join(lines) + more

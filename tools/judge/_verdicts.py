@@ -1,0 +1,345 @@
+"""What the judge decides while a candidate runs and after: each case against the float64 truth, the
+runtime guard's flags, the re-check of timed outputs, the clocks, library usage, and the overall status."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tools.cache.reference_times import ReferenceTimes
+from tools.judge._compare import compare
+from tools.judge._plan import Plan, timing_stats
+from tools.judge._static_checks import RULES
+from tools.problem import Problem, TimingShape
+from tools.results import (
+    BenchResult,
+    CaseResult,
+    Flag,
+    KernelUsage,
+    ShapeTiming,
+    TimingStats,
+)
+from tools.supervise._spawn import ChildOutcome
+from tools.supervise.jobs import describe_exit
+from tools.worker import guard
+
+FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
+
+
+@dataclass
+class Verdicts:
+    """What the parent decided while the candidate ran (cases are judged before timing is allowed)."""
+
+    problem: Problem
+    plan: Plan
+    truths: dict[str, Any] = field(default_factory=dict)
+    cases: dict[str, CaseResult] = field(default_factory=dict)
+    flags: dict[str, Flag] = field(default_factory=dict)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    started: list[tuple[str, str]] = field(default_factory=list)
+    batch_clock: dict[str, dict[str, float]] = field(default_factory=dict)  # shape -> begin/end, our clock
+    disagreements: dict[str, str] = field(default_factory=dict)  # shape -> why its clocks disagree
+
+    def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
+        self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
+
+    def handle(self, msg: dict[str, Any]) -> str | None:
+        event = msg["event"]
+        if event == "start":
+            self.started.append((str(msg.get("kind")), str(msg.get("name"))))
+        elif event == "case_done":
+            self._judge_case(msg)
+        elif event == "failed":
+            self.failures[f"{msg.get('kind')}:{msg.get('name')}"] = msg
+        elif event in ("batch_begin", "batch_end"):
+            self.batch_clock.setdefault(str(msg.get("name")), {})[event[6:]] = time.monotonic()
+        elif event == "cases_done":
+            return "time" if self.all_cases_pass() else "stop"
+
+        elif event == "violation":
+            self._violation(msg)
+        return None
+
+    def _violation(self, msg: dict[str, Any]) -> None:
+        """The runtime guard's report; only the flag names the guard can give are accepted from the child."""
+        name = str(msg.get("flag"))
+        if name in guard.FLAG_FOR.values():
+            self.flag(name, f"{RULES[name].explanation} (seen at run time: {str(msg.get('detail'))[:200]})")
+
+    def _judge_case(self, msg: dict[str, Any]) -> None:
+        item = next((c for c in self.plan.cases if c["name"] == msg.get("name")), None)
+        if item is None:
+            return
+        self._note_guards(msg)
+        try:
+            out = torch.load(item["out_path"], weights_only=True)
+            truth = self.truths[item["name"]]
+        except Exception as exc:
+            self.cases[item["name"]] = CaseResult(
+                name=item["name"], status="error", message=f"unreadable output: {exc}"
+            )
+            return
+        if not isinstance(out, torch.Tensor):
+            self.cases[item["name"]] = CaseResult(
+                name=item["name"], status="error", message="output is not a tensor"
+            )
+            return
+        result = compare(
+            item["name"], out, truth, self.problem.spec.tolerance, item["sizes"], item.get("ref_err")
+        )
+        result.seconds = float(msg.get("seconds", 0.0))
+        self.cases[item["name"]] = result
+
+    def _note_guards(self, msg: dict[str, Any]) -> None:
+        if msg.get("mutated"):
+            self.flag(
+                "input_mutation", "forward modified its input tensors; inputs must be left as they were"
+            )
+        if msg.get("timers"):
+            self.flag(
+                "timer_tampering",
+                f"timing functions were replaced ({', '.join(msg['timers'])}); do not patch timers",
+            )
+
+    def parent_batch_ms(self, name: str) -> float | None:
+        edges = self.batch_clock.get(name, {})
+        if "begin" not in edges or "end" not in edges:
+            return None
+        return (edges["end"] - edges["begin"]) * 1e3
+
+    def all_cases_pass(self) -> bool:
+        passed = all(
+            self.cases.get(c["name"]) and self.cases[c["name"]].status == "passed" for c in self.plan.cases
+        )
+        return passed and not any(f.disqualifying for f in self.flags.values())
+
+
+def where_it_stopped(verdicts: Verdicts, outcome: ChildOutcome) -> str:
+    last = verdicts.started[-1] if verdicts.started else None
+    where = f" during {last[0]} {last[1]}" if last else ""
+    return f"{describe_exit(outcome)}{where}"
+
+
+def case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
+    results: list[CaseResult] = []
+    died = False
+    for item in verdicts.plan.cases:
+        name = item["name"]
+        if name in verdicts.cases:
+            results.append(verdicts.cases[name])
+        elif (fail := verdicts.failures.get(f"case:{name}")) is not None:
+            results.append(
+                CaseResult(name=name, status="error", message=f"{fail.get('error')}: {fail.get('message', '')}",
+                           sizes=item["sizes"])
+            )  # fmt: skip
+        elif not died and ("case", name) in verdicts.started:
+            died = True
+            results.append(
+                CaseResult(
+                    name=name,
+                    status="error",
+                    message=where_it_stopped(verdicts, outcome),
+                    sizes=item["sizes"],
+                )
+            )
+        else:
+            results.append(CaseResult(name=name, status="skipped", message="not run", sizes=item["sizes"]))
+    return results
+
+
+def timing_results(
+    verdicts: Verdicts,
+    outcome: ChildOutcome,
+    problem: Problem,
+    refs: ReferenceTimes,
+    ref_msgs: dict[str, Any],
+    only: set[str] | None = None,
+) -> tuple[list[ShapeTiming], KernelUsage | None]:
+    done = {m["name"]: m for m in outcome.messages if m["event"] == "timing_done"}
+    shapes: list[ShapeTiming] = []
+    usage: KernelUsage | None = None
+    for item, shape in zip(verdicts.plan.timing, problem.spec.timing, strict=True):
+        if only is not None and shape.name not in only:
+            continue
+        cached = refs.get(shape)
+        fresh = timing_stats(ref_msgs.get(shape.name))
+        if fresh is not None:
+            refs.put(shape, fresh)
+        reference = fresh or cached
+        st = ShapeTiming(
+            name=shape.name, primary=shape is problem.primary, sizes=item["sizes"], reference=reference,
+            reference_cached=fresh is None and cached is not None,
+        )  # fmt: skip
+        msg = done.get(shape.name)
+        if msg is None:
+            fail = verdicts.failures.get(f"timing:{shape.name}")
+            st.message = f"{fail.get('error')}: {fail.get('message')}" if fail else "not timed"
+            shapes.append(st)
+            continue
+        st.candidate = timing_stats(msg.get("stats"))
+        if st.candidate is not None:
+            st.candidate.parent_batch_ms = verdicts.parent_batch_ms(shape.name)
+        st.rechecked = recheck(verdicts, item, problem)
+        if msg.get("inconsistent"):
+            verdicts.flag(
+                "timed_output_mismatch",
+                f"{shape.name}: {msg['inconsistent']} of {msg.get('checked')} timed calls returned an output that "
+                "differs from the output for the same inputs earlier: results cached by pointer, id or shape",
+            )
+        verdicts._note_guards(msg)
+        timing_guards(verdicts, shape, st)
+        if msg.get("usage"):
+            usage = KernelUsage.model_validate(msg["usage"])
+        if st.candidate and reference:
+            st.speedup = reference.median_ms / st.candidate.median_ms
+        shapes.append(st)
+    return shapes, usage
+
+
+def recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[CaseResult]:
+    try:
+        outs = torch.load(item["out_path"], weights_only=True)
+        truths = verdicts.truths[item["name"]]
+    except Exception as exc:
+        return [
+            CaseResult(name=f"{item['name']}/timed", status="error", message=f"unreadable outputs: {exc}")
+        ]
+    ref_errors = item.get("ref_errors") or [None] * len(truths)
+    results = [
+        compare(f"{item['name']}/set{k}", out, truth, problem.spec.tolerance, item["sizes"], ref_errors[k])
+        for k, (out, truth) in enumerate(zip(outs, truths, strict=False))
+    ]
+    if len(outs) != len(truths) or any(r.status != "passed" for r in results):
+        bad = next((r for r in results if r.status != "passed"), None)
+        detail = f" ({bad.name}: {bad.message})" if bad else ""
+        verdicts.flag(
+            "timed_output_mismatch",
+            "outputs of timed calls did not match the truth for their inputs: work skipped, cached or deferred "
+            f"while timed{detail}",
+        )
+    return results
+
+
+def timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> None:
+    cand = st.candidate
+    if cand is None:
+        return
+    if shape.floor_ms is not None and cand.median_ms < shape.floor_ms:
+        verdicts.flag(
+            "below_floor",
+            f"{shape.name}: {cand.median_ms:.4f} ms is below the physical floor {shape.floor_ms} ms for this shape; "
+            "the measured work cannot be the whole computation",
+        )
+    if why := clock_disagreement(shape.name, cand):
+        verdicts.disagreements[shape.name] = why
+
+
+# The parent's stamps of the timed loop carry a pipe hop and a thread wake-up each (well under a millisecond
+# on a quiet host; a few GIL switch intervals on a busy one): allow for those before calling a disagreement
+# a faked clock. The slack must stay small next to a real timed loop (~100 ms on the H200's scan), or a
+# 10x-slow clock would hide inside it.
+PARENT_CLOCK_RATIO = 1.5
+PARENT_CLOCK_SLACK_MS = 25.0
+# Work the CUDA events did not bracket (tools/timing.py, `escaped`): an honest call leaves ~5 us on the H200,
+# loaded host or not (bench/results/h200/); an unjoined side stream leaves its whole kernel time.
+ESCAPED_RATIO = 0.25
+ESCAPED_SLACK_MS = 0.05
+
+
+def clock_disagreement(name: str, cand: TimingStats) -> str | None:
+    """Why this shape's clocks disagree, or None. Two comparisons, each of like with like:
+    - the timing process's clock against the evaluator's own over the same timed loop (a clock faked
+      inside that process, by any route, makes its loop look shorter than the wall time we saw);
+    - CUDA events against the host clock over what the events cannot see: the time from the end event's
+      completion to the end of a device-wide synchronize, less an idle synchronize's cost (work that
+      escaped the timed stream: a side stream not joined back, or background threads)."""
+    if cand.parent_batch_ms is None or cand.batch_ms is None:
+        return f"{name}: the timed loop was not bracketed for the evaluator's own clock"
+    if cand.parent_batch_ms > PARENT_CLOCK_RATIO * cand.batch_ms + PARENT_CLOCK_SLACK_MS:
+        return (
+            f"{name}: the timed loop took {cand.parent_batch_ms:.1f} ms by the evaluator's clock but "
+            f"{cand.batch_ms:.1f} ms by the clock in the candidate's process: that clock was faked"
+        )
+    escaped = cand.escaped_median_ms
+    if cand.clock == "cuda_event" and escaped is not None:
+        if escaped > ESCAPED_RATIO * cand.median_ms + ESCAPED_SLACK_MS:
+            return (
+                f"{name}: device work went on for {escaped:.3f} ms (median) after the timed stream's end event, "
+                f"against {cand.median_ms:.3f} ms between the CUDA events: work escaped the timed stream (a side "
+                "stream not joined back to the current stream, or background threads); join every stream you "
+                "launch on before forward returns"
+            )
+    return None
+
+
+def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None) -> None:
+    policy = problem.spec.library_policy
+    if usage is None:
+        return
+    if policy.own_kernel_required and not usage.own_calls_per_forward:
+        verdicts.flag(
+            "no_custom_kernel",
+            "no kernel of your own extension ran during forward; the computation must use your kernel",
+        )
+    disallowed = {k: v for k, v in usage.library_share.items() if k not in policy.allowed_library}
+    share = sum(disallowed.values())
+    if usage.method == "cuda_profiler" and share > policy.max_other_library_share:
+        kinds = ", ".join(f"{k} {v:.0%}" for k, v in sorted(disallowed.items(), key=lambda kv: -kv[1]))
+        verdicts.flag(
+            "library_policy",
+            f"{share:.0%} of device time is in library kernels outside the allowed ({kinds}); "
+            f"policy: {policy.summary.strip()}",
+        )
+
+
+def summary(result: BenchResult, problem: Problem) -> str:
+    failing = [c for c in result.cases if c.status != "passed"]
+    parts = []
+    if failing:
+        first = failing[0]
+        parts.append(
+            f"{len(failing)} of {len(result.cases)} cases failed; first: {first.name}: {first.message}"
+        )
+    else:
+        parts.append(f"all {len(result.cases)} correctness cases passed")
+    for f in result.flag_details:
+        parts.append(f"flag {f.name}: {f.message}")
+    prim = result.primary_timing
+    if prim and prim.candidate and prim.reference:
+        parts.append(
+            f"{prim.name}: {prim.candidate.median_ms:.4g} ms (RSE {prim.candidate.rse:.1%}) vs reference "
+            f"{prim.reference.median_ms:.4g} ms → speedup {prim.reference.median_ms / prim.candidate.median_ms:.2f}×"
+        )
+    return "; ".join(parts)
+
+
+def overall_status(
+    cases: list[CaseResult], timings: list[ShapeTiming], verdicts: Verdicts, outcome: ChildOutcome
+) -> str:
+    if outcome.timed_out:
+        return "timeout"
+    for fail in verdicts.failures.values():
+        if fail.get("error") in FAILURE_STATUS:
+            return FAILURE_STATUS[fail["error"]]
+    if outcome.returncode != 0:
+        return "crashed"
+    clean = not any(f.disqualifying for f in verdicts.flags.values())
+    timed = all(t.candidate is not None for t in timings)
+    if clean and timed and all(c.status == "passed" for c in cases):
+        return "ok"
+    return "incorrect"
+
+
+def failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str:
+    if status in ("timeout", "crashed"):
+        return f"{status}: {where_it_stopped(verdicts, outcome)}; "
+    if status in ("oom", "runtime_error"):
+        fail = next(iter(verdicts.failures.values()), None)
+        if fail:
+            return (
+                f"{status} in {fail.get('kind')} {fail.get('name')}: {str(fail.get('message', ''))[-600:]}; "
+            )
+    return ""

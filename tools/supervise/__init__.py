@@ -1,0 +1,41 @@
+"""Process supervision, in the harness's own process: spawning workers in their own session and PID
+namespace with an allowlisted environment (`_spawn`, `isolation`), deadlines bounded by the work
+(`watchdog`), job folders and the candidate worker's launch (`jobs`), the harness snapshot workers run
+from (`integrity`), and the warm pool: a zygote, truth servers and workers made ahead of need (`pool`).
+"""
+
+from tools.supervise._spawn import (
+    ChildOutcome,
+    Deadline,
+    child_env,
+    cuda_visible_devices,
+    kill_all_children,
+    run_child,
+    visible_gpu,
+)
+from tools.supervise.integrity import HARNESS
+from tools.supervise.jobs import Job, WarmUnavailable, describe_exit, kernel_hash, run_candidate
+from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
+from tools.supervise.watchdog import Watchdog, call_bound
+
+__all__ = [
+    "HARNESS",
+    "ChildOutcome",
+    "Deadline",
+    "Job",
+    "WarmPool",
+    "WarmUnavailable",
+    "Watchdog",
+    "call_bound",
+    "child_env",
+    "cuda_visible_devices",
+    "describe_exit",
+    "kernel_hash",
+    "kill_all_children",
+    "pool_for",
+    "run_candidate",
+    "run_child",
+    "shutdown_all",
+    "visible_gpu",
+    "warm_enabled",
+]

@@ -38,7 +38,7 @@ def instrument(log: list[dict[str, Any]], t0: list[float]) -> None:
         job: Any, problem: Any, request: Any, on_message: Any = None, secrets: Any = (), **kw: Any
     ) -> Any:
         def handle(msg: dict[str, Any]) -> str | None:
-            stamp("candidate", msg["event"], name=msg.get("name"))
+            stamp("candidate", msg.event, name=getattr(msg, "name", None))
             return on_message(msg) if on_message else None
 
         stamp("candidate", "spawn")

@@ -34,7 +34,7 @@ from tools.problem import load_problem
 r = compile_kernel(load_problem(sys.argv[1]), open(sys.argv[2]).read())
 print(sys.argv[2], r.status, round(r.seconds, 1), "cached" if r.cached else "cold", r.message[:300])
 PY
-python3 bench/warm.py --problem "$PROBLEM" --kernel "$KERNEL" --cold "${COLD:-2}" --warm "${WARM:-4}" \
+python3 bench/warm_vs_cold.py --problem "$PROBLEM" --kernel "$KERNEL" --cold "${COLD:-2}" --warm "${WARM:-4}" \
   --think "${THINK:-15}" --out "$OUT/warm_h200.json" 2>&1 | tee "$OUT/warm_h200.txt"
 left() { echo $(( 450 - ($(date +%s) - START) )); }
 echo "bench done after $(( $(date +%s) - START )) s"

@@ -1,5 +1,5 @@
 """The build cache's fast paths with real compiles: the harness's precompiled torch/extension.h, binding
-objects reused across candidates, and the size cap's LRU eviction (tools/ccshim.py, tools/cache.py).
+objects reused across candidates, and the size cap's LRU eviction (tools/worker/ccshim.py, tools/cache/builds.py).
 
 The CUDA candidates compile without a GPU. They pass `-H` to the C++ compiler, so gcc itself says in the
 build log whether it read the precompiled header (`! .../extension.h.gch`) or refused it (`x ...`); the flag
@@ -181,7 +181,7 @@ def test_eviction_skips_entries_in_use_and_builds_in_progress(tmp_path: Path) ->
     in_progress = make_entry(tmp_path / ".tmp" / "ext-building", 1, age_s=400)
     renaming_in = make_entry(tmp_path / cache.OBJECTS / ".tmp-k-1234", 1, age_s=400)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from pathlib import Path; from tools import cache; "
+        [sys.executable, "-c", "import sys; from pathlib import Path; from tools.cache import builds as cache; "
          "cache.pin(Path(sys.argv[1]), for_process=True); print('pinned', flush=True); sys.stdin.read()",
          str(used)],
         cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.candidates import scan_variants as v
+from tools import wire
 from tools.judge import _verdicts, benchmark, clock_disagreement
 from tools.problem import Limits, Problem, load_problem
 from tools.results import TimingStats
@@ -76,7 +78,7 @@ def test_a_zygote_that_reached_the_driver_never_serves_a_cuda_candidate(
         assert any("CUDA cannot start in the zygote's children" in n for n in outcome.notices), (
             outcome.notices
         )
-        assert any(m["event"] == "imported" for m in outcome.messages)  # it ran, cold
+        assert outcome.first(wire.Imported) is not None  # it ran, cold
     finally:
         ev.shutdown()
 
@@ -96,14 +98,14 @@ def test_the_watchdog_moves_the_deadline_step_by_step() -> None:
     deadline = Deadline(limits.compile_timeout_s)
     dog = Watchdog(deadline, limits, {("case", "a"): 12.0, ("timing", "t"): 30.0})
     now = time.monotonic()
-    dog.on_message({"event": "imported"})
+    dog.on_message(wire.Imported(seconds=0.1, has_model_new=True))
     assert deadline.at == pytest.approx(now + SETUP_S, abs=0.5)
-    dog.on_message({"event": "start", "kind": "case", "name": "a"})
+    dog.on_message(wire.Start(kind="case", name="a"))
     assert deadline.at == pytest.approx(now + SETUP_S + 12.0, abs=0.5)
-    dog.on_message({"event": "start", "kind": "timing", "name": "t"})
-    dog.on_message({"event": "tick", "name": "t"})
+    dog.on_message(wire.Start(kind="timing", name="t"))
+    dog.on_message(wire.Tick(name="t"))
     assert deadline.at == pytest.approx(now + 30.0, abs=0.5)
-    dog.on_message({"event": "profiling", "name": "t"})
+    dog.on_message(wire.Profiling(name="t"))
     assert "profiling t" in dog.explain()
     # the evaluation's budget stays the cap
     dog._allow("long step", 1000.0)
@@ -156,14 +158,18 @@ def test_a_faked_in_process_clock_is_a_disagreement() -> None:
 
 def _late_batch_end(monkeypatch: pytest.MonkeyPatch, times: int) -> list[int]:
     """The evaluator's reader thread stamps the end of the timed loop late, `times` times: what a harness
-    host too busy to wake that thread does to the evaluator's clock."""
+    host too busy to wake that thread does to the evaluator's clock. Late by the loop's own length plus
+    0.1 s, so the evaluator's clock reads twice the loop however slowly this machine runs it."""
     real = _verdicts.Verdicts.handle
     late = [0]
+    began: dict[str, float] = {}
 
-    def handle(self: _verdicts.Verdicts, msg: dict[str, Any]) -> str | None:
-        if msg["event"] == "batch_end" and late[0] < times:
+    def handle(self: _verdicts.Verdicts, msg: wire.WorkerMessage) -> str | None:
+        if isinstance(msg, wire.BatchBegin):
+            began[msg.name] = time.monotonic()
+        if isinstance(msg, wire.BatchEnd) and late[0] < times:
             late[0] += 1
-            time.sleep(0.4)
+            time.sleep(time.monotonic() - began.get(msg.name, time.monotonic()) + 0.1)
         return real(self, msg)
 
     monkeypatch.setattr(_verdicts.Verdicts, "handle", handle)
@@ -228,3 +234,17 @@ def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Probl
     assert compile_kernel(tiny, v.python_only_edit(), pool=warm).status == "ok"
     assert zygote.prepared_pid == made  # neither used by the compile nor killed by its sweep
     assert Path(f"/proc/{made}").exists()
+
+
+# --- the wire ------------------------------------------------------------------------------------------
+
+
+def test_worker_messages_are_validated_where_they_are_read() -> None:
+    """A line that is not a known message of the right shape is no message: counted, never trusted."""
+    good = wire.CaseDone(name="odd", seconds=0.1, mutated=False).model_dump_json()
+    assert isinstance(wire.parse_worker_message(good), wire.CaseDone)
+    assert wire.parse_worker_message('{"event": "case_done", "name": "odd"}') is None  # fields missing
+    assert wire.parse_worker_message('{"event": "verdict", "correct": true}') is None  # no such message
+    forged = wire.CaseDone(name="odd", seconds=0.1, mutated=False).model_dump() | {"passed": True}
+    assert wire.parse_worker_message(json.dumps(forged)) is None  # extra fields are not carried along
+    assert wire.parse_worker_message("not json") is None

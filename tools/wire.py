@@ -1,21 +1,288 @@
-"""The worker's end of the result channel: one JSON object per line, on a pipe the parent owns.
+"""What workers tell the parent: one typed message per line, on a pipe the parent owns.
 
-Workers (tools.worker) send; the parent (tools.supervise) reads and validates.
+Every message is a pydantic model with a `Literal` `event` tag; the parent reads a line back through a
+discriminated union (`parse_worker_message`) and counts anything that does not validate as a bad message,
+never trusting it. Workers (tools.worker) send with `Channel.send(Message(...))`; the parent's readers are
+in tools.supervise. The zygote's control socket carries its own union (`ZygoteReport`).
+
+A candidate's code runs in the same process as the candidate worker and can write to this channel too:
+validation gives a message its shape, not authority. The parent accepts from the candidate side only what
+it cross-checks (tools.judge).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Any
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from tools.results import BuildInfo, Diagnostic, KernelUsage, TimingStats
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- both workers ---------------------------------------------------------------------------------------
+
+
+class Ready(_Message):
+    """The worker has imported torch and the harness (the phase breakdown starts here); a warm truth
+    server also says it with the request's `id` when it takes a request."""
+
+    event: Literal["ready"] = "ready"
+    id: str | None = None
+
+
+class NoDevice(_Message):
+    event: Literal["no_device"] = "no_device"
+    message: str
+
+
+class Done(_Message):
+    event: Literal["done"] = "done"
+
+
+# --- the candidate worker -----------------------------------------------------------------------------
+
+
+class CudaReady(_Message):
+    event: Literal["cuda_ready"] = "cuda_ready"
+
+
+class Imported(_Message):
+    """The candidate imported (its load_inline builds ran or came from the cache)."""
+
+    event: Literal["imported"] = "imported"
+    seconds: float
+    builds: list[BuildInfo] = Field(default_factory=list)
+    failed_build: bool = False
+    errors: list[Diagnostic] = Field(default_factory=list)
+    has_model_new: bool
+
+
+class ImportFailed(_Message):
+    event: Literal["import_failed"] = "import_failed"
+    kind: Literal["compile_error", "import_error"]
+    message: str
+    builds: list[BuildInfo] = Field(default_factory=list)
+    errors: list[Diagnostic] = Field(default_factory=list)
+    seconds: float
+
+
+class Violation(_Message):
+    """The runtime guard saw a forbidden act (the judge accepts only the flag names the guard can give)."""
+
+    event: Literal["violation"] = "violation"
+    kind: str
+    flag: str
+    detail: str
+
+
+class Start(_Message):
+    event: Literal["start"] = "start"
+    kind: Literal["case", "timing"]
+    name: str
+
+
+class CaseDone(_Message):
+    event: Literal["case_done"] = "case_done"
+    name: str
+    seconds: float
+    mutated: bool
+    timers: list[str] = Field(default_factory=list)
+
+
+class Failed(_Message):
+    event: Literal["failed"] = "failed"
+    kind: Literal["case", "timing"]
+    name: str
+    error: str
+    message: str
+
+
+class CasesDone(_Message):
+    """Every case ran; the worker waits on stdin for the judge's answer (`time` or `stop`)."""
+
+    event: Literal["cases_done"] = "cases_done"
+
+
+class BatchBegin(_Message):
+    event: Literal["batch_begin"] = "batch_begin"
+    name: str
+
+
+class BatchEnd(_Message):
+    event: Literal["batch_end"] = "batch_end"
+    name: str
+
+
+class Tick(_Message):
+    """The timing loop moves on (at most every half second, outside the timed region)."""
+
+    event: Literal["tick"] = "tick"
+    name: str
+
+
+class Profiling(_Message):
+    event: Literal["profiling"] = "profiling"
+    name: str
+
+
+class TimingDone(_Message):
+    event: Literal["timing_done"] = "timing_done"
+    name: str
+    stats: TimingStats
+    host_ms: list[float] = Field(default_factory=list)
+    device_ms: list[float] = Field(default_factory=list)
+    calls: int
+    inconsistent: int = 0
+    checked: int = 0
+    mutated: bool = False
+    timers: list[str] = Field(default_factory=list)
+    usage: KernelUsage | None = None
+
+
+class Retime(_Message):
+    """A re-measurement worker: no cases, only the shapes whose clocks disagreed."""
+
+    event: Literal["retime"] = "retime"
+
+
+# --- the truth worker ---------------------------------------------------------------------------------
+
+
+class CaseReady(_Message):
+    """One case's inputs, weights and truth are written; the fp32 reference's own error on it."""
+
+    event: Literal["case_ready"] = "case_ready"
+    name: str
+    shape: list[int]
+    ref_max_abs_err: float
+    ref_rel_l2_err: float
+    ref_call_s: float
+
+
+class ReferenceError_(_Message):  # noqa: N801 - "ReferenceError" is a Python builtin
+    """The fp32 reference's own error on one input set, and the time of that one call."""
+
+    ref_max_abs_err: float
+    ref_rel_l2_err: float
+    ref_call_s: float
+
+
+class TimingReady(_Message):
+    event: Literal["timing_ready"] = "timing_ready"
+    name: str
+    reference: TimingStats | None = None
+    ref_errors: list[ReferenceError_] = Field(default_factory=list)
+    reference_seconds: float
+
+
+class TruthError(_Message):
+    event: Literal["error"] = "error"
+    where: str
+    message: str
+    traceback: str = ""
+
+
+class Finished(_Message):
+    """The warm truth server finished one request."""
+
+    event: Literal["finished"] = "finished"
+    id: str
+    returncode: int
+
+
+WorkerMessage = Annotated[
+    Ready
+    | NoDevice
+    | Done
+    | CudaReady
+    | Imported
+    | ImportFailed
+    | Violation
+    | Start
+    | CaseDone
+    | Failed
+    | CasesDone
+    | BatchBegin
+    | BatchEnd
+    | Tick
+    | Profiling
+    | TimingDone
+    | Retime
+    | CaseReady
+    | TimingReady
+    | TruthError
+    | Finished,
+    Field(discriminator="event"),
+]
+_WORKER_MESSAGE: TypeAdapter[WorkerMessage] = TypeAdapter(WorkerMessage)
+
+
+def parse_worker_message(raw: bytes | str) -> WorkerMessage | None:
+    """One channel line as a typed message, or None where it is not one (malformed, unknown, forged)."""
+    try:
+        return _WORKER_MESSAGE.validate_json(raw)
+    except ValidationError:
+        return None
 
 
 class Channel:
-    """The child's end of the result channel: one JSON object per line."""
+    """The worker's end of the result channel: one JSON object per line."""
 
     def __init__(self, fd: int) -> None:
         self._stream = os.fdopen(fd, "wb", buffering=0)
 
-    def send(self, event: str, **payload: Any) -> None:
-        line = json.dumps({"event": event, **payload}, default=str).encode() + b"\n"
-        self._stream.write(line)
+    def send(self, message: _Message) -> None:
+        self._stream.write(message.model_dump_json().encode() + b"\n")
+
+
+# --- the zygote's control socket ----------------------------------------------------------------------
+
+
+class ZygoteReady(_Message):
+    event: Literal["ready"] = "ready"
+    pid: int
+    pidns: bool
+    cuda_fork: str  # "ok", "no_gpu", or why CUDA cannot start in its children
+
+
+class Spawned(_Message):
+    event: Literal["spawned"] = "spawned"
+    pid: int
+    prepared: bool  # served by the worker made ahead of need
+
+
+class Exited(_Message):
+    event: Literal["exited"] = "exited"
+    pid: int
+    returncode: int
+
+
+class Preparing(_Message):
+    event: Literal["preparing"] = "preparing"
+    pid: int
+
+
+class Prepared(_Message):
+    event: Literal["prepared"] = "prepared"
+    pid: int
+
+
+class PrepareFailed(_Message):
+    event: Literal["prepare_failed"] = "prepare_failed"
+    pid: int
+
+
+ZygoteReport = Annotated[
+    ZygoteReady | Spawned | Exited | Preparing | Prepared | PrepareFailed, Field(discriminator="event")
+]
+_ZYGOTE_REPORT: TypeAdapter[ZygoteReport] = TypeAdapter(ZygoteReport)
+
+
+def parse_zygote_report(raw: bytes) -> ZygoteReport:
+    """The zygote is harness code that never ran a candidate: a report that does not validate is a bug."""
+    return _ZYGOTE_REPORT.validate_json(raw)

@@ -7,6 +7,7 @@ import time
 
 from pydantic import BaseModel
 
+from tools import wire
 from tools.problem import Problem
 from tools.supervise._spawn import Deadline, child_env, run_child
 from tools.supervise.jobs import Job
@@ -42,15 +43,15 @@ def check_problem(problem: Problem) -> CheckResult:
             "tools.worker.truth", [str(path)], cwd=job.work, env=child_env(job.work),
             deadline=Deadline(problem.spec.limits.eval_timeout_s),
         )  # fmt: skip
-    events = {m["event"]: m for m in outcome.messages}
     common = {"problem": problem.name, "case": case.name, "sizes": sizes, "seconds": time.monotonic() - start}
-    if "no_device" in events:
-        return CheckResult(ok=False, message=f"spec valid; {events['no_device']['message']}", **common)
-    if "done" not in events:
-        err = events.get("error", {})
-        detail = err.get("message") or outcome.output.strip()[-500:]
+    if (no_device := outcome.first(wire.NoDevice)) is not None:
+        return CheckResult(ok=False, message=f"spec valid; {no_device.message}", **common)
+    ready = outcome.first(wire.CaseReady)
+    if outcome.first(wire.Done) is None or ready is None:
+        err = outcome.first(wire.TruthError)
+        detail = err.message if err else outcome.output.strip()[-500:]
         return CheckResult(ok=False, message=f"spec valid, but the reference failed: {detail}", **common)
-    shape = events["case_ready"]["shape"]
+    shape = ready.shape
     return CheckResult(
         ok=True, output_shape=shape,
         message=f"spec valid; reference ran on {case.name} {sizes} → output {tuple(shape)} (float64 truth)",

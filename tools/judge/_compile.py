@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tools import wire
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
@@ -46,29 +47,32 @@ def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
 
 def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
     """What the import phase (which runs every load_inline build) came to."""
-    msgs = {m["event"]: m for m in outcome.messages}
     common: dict[str, Any] = {"output": outcome.output, "kernel_hash": code_hash}
-    done = msgs.get("imported") or msgs.get("import_failed")
+    done = outcome.first(wire.Imported) or outcome.first(wire.ImportFailed)
     if done is None:
         status = "timeout" if outcome.timed_out else "crashed"
         return CompileResult(
             status=status, message=f"while importing kernel_code (building its extensions): {describe_exit(outcome)}",
             seconds=outcome.seconds, **common,
         )  # fmt: skip
-    builds = [BuildInfo.model_validate(b) for b in done.get("builds", [])]
-    errors = [Diagnostic.model_validate(d) for d in done.get("errors", [])]
+    builds, errors = done.builds, done.errors
     fields: dict[str, Any] = {
-        "seconds": float(done.get("seconds", 0.0)),
+        "seconds": done.seconds,
         "cached": bool(builds) and all(b.cached for b in builds),
         "builds": builds,
         "errors": errors,
         "kernels": _merge_kernels(builds),
         **common,
     }
-    if done["event"] == "import_failed" or done.get("failed_build"):
-        kind = done.get("kind", "compile_error") if done["event"] == "import_failed" else "compile_error"
-        return CompileResult(status=kind, message=_failure_message(kind, done, errors), **fields)
-    if not done.get("has_model_new"):
+    if isinstance(done, wire.ImportFailed):
+        return CompileResult(
+            status=done.kind, message=_failure_message(done.kind, done.message, errors), **fields
+        )
+    if done.failed_build:
+        return CompileResult(
+            status="compile_error", message=_failure_message("compile_error", "", errors), **fields
+        )
+    if not done.has_model_new:
         return CompileResult(
             status="import_error", message="kernel_code must define a class named ModelNew", **fields
         )
@@ -79,9 +83,9 @@ def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = F
     return CompileResult(status="ok", message=f"compiled {n} extension{'s' * (n != 1)} {how}", **fields)
 
 
-def _failure_message(kind: str, done: dict[str, Any], errors: list[Diagnostic]) -> str:
+def _failure_message(kind: str, message: str, errors: list[Diagnostic]) -> str:
     if kind != "compile_error" or not errors:
-        return f"{'build failed' if kind == 'compile_error' else 'import failed'}: {done.get('message', '')}"
+        return f"{'build failed' if kind == 'compile_error' else 'import failed'}: {message}"
     lines = []
     for d in errors[:10]:
         where = (

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
 from tools.judge import _phases as phases
@@ -27,10 +28,7 @@ from tools.judge._verdicts import (
     where_it_stopped,
 )
 from tools.problem import Problem
-from tools.results import (
-    BenchResult,
-    Flag,
-)
+from tools.results import BenchResult, Flag, TimingStats
 from tools.supervise._spawn import ChildOutcome, visible_gpu
 from tools.supervise.integrity import HARNESS, text_hash
 from tools.supervise.jobs import Job, describe_exit, kernel_hash, run_candidate
@@ -109,9 +107,8 @@ def _evaluate(
     job, plan, truth = prepared.job, prepared.plan, prepared.truth
     base = {**base, "seed": prepared.master}
     launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
-    truth_msgs = {m["event"]: m for m in truth.messages}
-    no_device = "no_device" in truth_msgs
-    if no_device or "done" not in truth_msgs:
+    no_device = truth.first(wire.NoDevice) is not None
+    if no_device or truth.first(wire.Done) is None:
         outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []}, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
         if no_device:
@@ -121,13 +118,13 @@ def _evaluate(
             return BenchResult(
                 status="no_device", correct=False, speedup=None, message=message, compile=comp, **base
             ), _suspicious(outcome, comp.status in ("ok", "no_device", "compile_error", "import_error"))
-        err = truth_msgs.get("error", {})
-        detail = err.get("message") or _where_truth_failed(truth)
+        err = truth.first(wire.TruthError)
+        detail = err.message if err else _where_truth_failed(truth)
         return BenchResult(
             status="harness_error", correct=False, speedup=None, compile=comp, output=truth.output,
             message=f"the reference/truth worker failed: {detail}", **base,
         ), True  # fmt: skip
-    ref_msgs = {m["name"]: m.get("reference") for m in truth.messages if m["event"] == "timing_ready"}
+    ref_msgs = {m.name: m.reference for m in truth.all(wire.TimingReady)}
     verdicts = Verdicts(problem=problem, plan=plan, truths=prepared.truths)
     for f in flags:
         verdicts.flags[f.name] = f
@@ -157,7 +154,7 @@ def _remeasure(
     job: Job,
     verdicts: Verdicts,
     result: BenchResult,
-    ref_msgs: dict[str, Any],
+    ref_msgs: dict[str, TimingStats | None],
     launch: dict[str, Any],
 ) -> tuple[BenchResult, ChildOutcome]:
     """The clocks disagreed on some shape of an otherwise correct candidate: time those shapes again in a
@@ -226,7 +223,7 @@ def _verdict(
     problem: Problem,
     outcome: ChildOutcome,
     verdicts: Verdicts,
-    ref_msgs: dict[str, Any],
+    ref_msgs: dict[str, TimingStats | None],
     base: dict[str, Any],
     watched: dict[Path, str],
     changed_before: set[str],
@@ -243,7 +240,7 @@ def _verdict(
             status="harness_error", correct=False, speedup=None, compile=comp, output=outcome.output,
             message=f"the harness failed while judging: {outcome.handler_errors[0]}", **base,
         )  # fmt: skip
-    if not any(m["event"] == "imported" for m in outcome.messages) or comp.status != "ok":
+    if outcome.first(wire.Imported) is None or comp.status != "ok":
         return BenchResult(
             status=comp.status if comp.status != "ok" else "import_error", correct=False, speedup=None,
             message=comp.message, compile=comp, output=outcome.output,

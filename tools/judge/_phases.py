@@ -24,15 +24,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from tools import wire
 from tools.supervise._spawn import ChildOutcome
-
-
-def _span(outcome: ChildOutcome, first: str | None, last: str | None) -> float:
-    begin = 0.0 if first is None else outcome.at(first)
-    end = outcome.seconds if last is None else outcome.at(last)
-    if begin is None or end is None:
-        return 0.0
-    return max(0.0, end - begin)
 
 
 def _last(outcome: ChildOutcome, events: Iterable[str]) -> float | None:
@@ -45,9 +38,7 @@ def truth_phases(outcome: ChildOutcome) -> dict[str, float]:
     ready = outcome.at("ready") or 0.0
     cases_end = _last(outcome, ["case_ready"]) or ready
     done = outcome.at("done")
-    ref = sum(
-        float(m.get("reference_seconds") or 0.0) for m in outcome.messages if m["event"] == "timing_ready"
-    )
+    ref = sum(m.reference_seconds for m in outcome.all(wire.TimingReady))
     end = done if done is not None else outcome.seconds
     return {
         "truth_start": ready,

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.problem import Problem
@@ -98,20 +99,21 @@ class Plan:
                 path.unlink()
         return truths
 
-    def attach_reference_errors(self, truth_messages: list[dict[str, Any]]) -> None:
+    def attach_reference_errors(self, truth: ChildOutcome) -> None:
         """The fp32 reference's own error per case/set, which widens the tolerance where honest fp32 drifts."""
-        by_name = {(m["event"], m.get("name")): m for m in truth_messages}
+        cases = {m.name: m for m in truth.all(wire.CaseReady)}
+        shapes = {m.name: m for m in truth.all(wire.TimingReady)}
         for item in self.cases:
-            msg = by_name.get(("case_ready", item["name"]), {})
-            item["ref_err"] = {k: msg[k] for k in ("ref_max_abs_err", "ref_rel_l2_err") if k in msg}
-            item["ref_call_s"] = msg.get("ref_call_s")
+            msg = cases.get(item["name"])
+            item["ref_err"] = msg.model_dump(include={"ref_max_abs_err", "ref_rel_l2_err"}) if msg else {}
+            item["ref_call_s"] = msg.ref_call_s if msg else None
         for item in self.timing:
-            item["ref_errors"] = by_name.get(("timing_ready", item["name"]), {}).get("ref_errors", [])
-            calls = [e["ref_call_s"] for e in item["ref_errors"] if e.get("ref_call_s")]
-            item["ref_call_s"] = min(calls) if calls else None
+            errors = shapes[item["name"]].ref_errors if item["name"] in shapes else []
+            item["ref_errors"] = [e.model_dump() for e in errors]
+            item["ref_call_s"] = min((e.ref_call_s for e in errors), default=None)
 
     def call_bounds(
-        self, problem: Problem, refs: ReferenceTimes, fresh: dict[str, Any]
+        self, problem: Problem, refs: ReferenceTimes, fresh: dict[str, TimingStats | None]
     ) -> dict[tuple[str, str], float]:
         """Per case and shape, how long one call of the candidate may take (tools/watchdog.py): scaled from
         the reference's median where it is known (`fresh`: timed in this evaluation), else from its one
@@ -165,7 +167,7 @@ class Prepared:
 
     @property
     def ok(self) -> bool:
-        return any(m["event"] == "done" for m in self.truth.messages)
+        return self.truth.first(wire.Done) is not None
 
     def discard(self) -> None:
         self.truths.clear()
@@ -191,8 +193,8 @@ def prepare(
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
             truth = pool.run_truth(problem.content_hash, truth_request(problem, plan), deadline)
         truths: dict[str, Any] = {}
-        if any(m["event"] == "done" for m in truth.messages):
-            plan.attach_reference_errors(truth.messages)
+        if truth.first(wire.Done) is not None:
+            plan.attach_reference_errors(truth)
             truths = plan.take_truth()
     except BaseException:
         job.cleanup()
@@ -251,5 +253,5 @@ def worker_kind(problem: Problem) -> str:
     return "cuda" if problem.spec.device == "cuda" else "cpu"
 
 
-def timing_stats(raw: dict[str, Any] | None) -> TimingStats | None:
+def timing_stats(raw: TimingStats | dict[str, Any] | None) -> TimingStats | None:
     return TimingStats.model_validate(raw) if raw else None

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge._compare import compare
 from tools.judge._plan import Plan, timing_stats
@@ -38,7 +39,7 @@ class Verdicts:
     truths: dict[str, Any] = field(default_factory=dict)
     cases: dict[str, CaseResult] = field(default_factory=dict)
     flags: dict[str, Flag] = field(default_factory=dict)
-    failures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    failures: dict[str, wire.Failed] = field(default_factory=dict)  # "kind:name" -> the worker's report
     started: list[tuple[str, str]] = field(default_factory=list)
     batch_clock: dict[str, dict[str, float]] = field(default_factory=dict)  # shape -> begin/end, our clock
     disagreements: dict[str, str] = field(default_factory=dict)  # shape -> why its clocks disagree
@@ -46,34 +47,34 @@ class Verdicts:
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
 
-    def handle(self, msg: dict[str, Any]) -> str | None:
-        event = msg["event"]
-        if event == "start":
-            self.started.append((str(msg.get("kind")), str(msg.get("name"))))
-        elif event == "case_done":
-            self._judge_case(msg)
-        elif event == "failed":
-            self.failures[f"{msg.get('kind')}:{msg.get('name')}"] = msg
-        elif event in ("batch_begin", "batch_end"):
-            self.batch_clock.setdefault(str(msg.get("name")), {})[event[6:]] = time.monotonic()
-        elif event == "cases_done":
-            return "time" if self.all_cases_pass() else "stop"
-
-        elif event == "violation":
-            self._violation(msg)
+    def handle(self, msg: wire.WorkerMessage) -> str | None:
+        """Each message as it arrives (the reader thread); a string returned is the answer on stdin."""
+        match msg:
+            case wire.Start():
+                self.started.append((msg.kind, msg.name))
+            case wire.CaseDone():
+                self._judge_case(msg)
+            case wire.Failed():
+                self.failures[f"{msg.kind}:{msg.name}"] = msg
+            case wire.BatchBegin() | wire.BatchEnd():
+                edge = "begin" if isinstance(msg, wire.BatchBegin) else "end"
+                self.batch_clock.setdefault(msg.name, {})[edge] = time.monotonic()
+            case wire.CasesDone():
+                return "time" if self.all_cases_pass() else "stop"
+            case wire.Violation():
+                self._violation(msg)
         return None
 
-    def _violation(self, msg: dict[str, Any]) -> None:
+    def _violation(self, msg: wire.Violation) -> None:
         """The runtime guard's report; only the flag names the guard can give are accepted from the child."""
-        name = str(msg.get("flag"))
-        if name in guard.FLAG_FOR.values():
-            self.flag(name, f"{RULES[name].explanation} (seen at run time: {str(msg.get('detail'))[:200]})")
+        if msg.flag in guard.FLAG_FOR.values():
+            self.flag(msg.flag, f"{RULES[msg.flag].explanation} (seen at run time: {msg.detail[:200]})")
 
-    def _judge_case(self, msg: dict[str, Any]) -> None:
-        item = next((c for c in self.plan.cases if c["name"] == msg.get("name")), None)
+    def _judge_case(self, msg: wire.CaseDone) -> None:
+        item = next((c for c in self.plan.cases if c["name"] == msg.name), None)
         if item is None:
             return
-        self._note_guards(msg)
+        self.note_guards(msg)
         try:
             out = torch.load(item["out_path"], weights_only=True)
             truth = self.truths[item["name"]]
@@ -90,18 +91,18 @@ class Verdicts:
         result = compare(
             item["name"], out, truth, self.problem.spec.tolerance, item["sizes"], item.get("ref_err")
         )
-        result.seconds = float(msg.get("seconds", 0.0))
+        result.seconds = msg.seconds
         self.cases[item["name"]] = result
 
-    def _note_guards(self, msg: dict[str, Any]) -> None:
-        if msg.get("mutated"):
+    def note_guards(self, msg: wire.CaseDone | wire.TimingDone) -> None:
+        if msg.mutated:
             self.flag(
                 "input_mutation", "forward modified its input tensors; inputs must be left as they were"
             )
-        if msg.get("timers"):
+        if msg.timers:
             self.flag(
                 "timer_tampering",
-                f"timing functions were replaced ({', '.join(msg['timers'])}); do not patch timers",
+                f"timing functions were replaced ({', '.join(msg.timers)}); do not patch timers",
             )
 
     def parent_batch_ms(self, name: str) -> float | None:
@@ -132,8 +133,7 @@ def case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
             results.append(verdicts.cases[name])
         elif (fail := verdicts.failures.get(f"case:{name}")) is not None:
             results.append(
-                CaseResult(name=name, status="error", message=f"{fail.get('error')}: {fail.get('message', '')}",
-                           sizes=item["sizes"])
+                CaseResult(name=name, status="error", message=f"{fail.error}: {fail.message}", sizes=item["sizes"])
             )  # fmt: skip
         elif not died and ("case", name) in verdicts.started:
             died = True
@@ -155,10 +155,10 @@ def timing_results(
     outcome: ChildOutcome,
     problem: Problem,
     refs: ReferenceTimes,
-    ref_msgs: dict[str, Any],
+    ref_msgs: dict[str, TimingStats | None],
     only: set[str] | None = None,
 ) -> tuple[list[ShapeTiming], KernelUsage | None]:
-    done = {m["name"]: m for m in outcome.messages if m["event"] == "timing_done"}
+    done = {m.name: m for m in outcome.all(wire.TimingDone)}
     shapes: list[ShapeTiming] = []
     usage: KernelUsage | None = None
     for item, shape in zip(verdicts.plan.timing, problem.spec.timing, strict=True):
@@ -176,23 +176,20 @@ def timing_results(
         msg = done.get(shape.name)
         if msg is None:
             fail = verdicts.failures.get(f"timing:{shape.name}")
-            st.message = f"{fail.get('error')}: {fail.get('message')}" if fail else "not timed"
+            st.message = f"{fail.error}: {fail.message}" if fail else "not timed"
             shapes.append(st)
             continue
-        st.candidate = timing_stats(msg.get("stats"))
-        if st.candidate is not None:
-            st.candidate.parent_batch_ms = verdicts.parent_batch_ms(shape.name)
+        st.candidate = msg.stats.model_copy(update={"parent_batch_ms": verdicts.parent_batch_ms(shape.name)})
         st.rechecked = recheck(verdicts, item, problem)
-        if msg.get("inconsistent"):
+        if msg.inconsistent:
             verdicts.flag(
                 "timed_output_mismatch",
-                f"{shape.name}: {msg['inconsistent']} of {msg.get('checked')} timed calls returned an output that "
+                f"{shape.name}: {msg.inconsistent} of {msg.checked} timed calls returned an output that "
                 "differs from the output for the same inputs earlier: results cached by pointer, id or shape",
             )
-        verdicts._note_guards(msg)
+        verdicts.note_guards(msg)
         timing_guards(verdicts, shape, st)
-        if msg.get("usage"):
-            usage = KernelUsage.model_validate(msg["usage"])
+        usage = msg.usage or usage
         if st.candidate and reference:
             st.speedup = reference.median_ms / st.candidate.median_ms
         shapes.append(st)
@@ -322,8 +319,8 @@ def overall_status(
     if outcome.timed_out:
         return "timeout"
     for fail in verdicts.failures.values():
-        if fail.get("error") in FAILURE_STATUS:
-            return FAILURE_STATUS[fail["error"]]
+        if fail.error in FAILURE_STATUS:
+            return FAILURE_STATUS[fail.error]
     if outcome.returncode != 0:
         return "crashed"
     clean = not any(f.disqualifying for f in verdicts.flags.values())
@@ -339,7 +336,5 @@ def failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str:
     if status in ("oom", "runtime_error"):
         fail = next(iter(verdicts.failures.values()), None)
         if fail:
-            return (
-                f"{status} in {fail.get('kind')} {fail.get('name')}: {str(fail.get('message', ''))[-600:]}; "
-            )
+            return f"{status} in {fail.kind} {fail.name}: {fail.message[-600:]}; "
     return ""

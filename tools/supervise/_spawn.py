@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import os
 import signal
 import subprocess
@@ -16,10 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, Any, Protocol, TypeVar
 
 from tools.supervise import _toolchain as toolchain
 from tools.supervise import isolation
+from tools.wire import WorkerMessage, parse_worker_message
+
+M = TypeVar("M")
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +138,7 @@ class ChildOutcome:
     returncode: int | None
     timed_out: bool
     seconds: float
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[WorkerMessage] = field(default_factory=list)
     output: str = ""
     output_bytes: int = 0
     bad_messages: int = 0
@@ -147,6 +149,13 @@ class ChildOutcome:
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
     fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
     timeout_reason: str = ""  # which bound ran out (tools/watchdog.py)
+
+    def first(self, kind: type[M]) -> M | None:
+        """The first message of this type, if one came."""
+        return next((m for m in self.messages if isinstance(m, kind)), None)
+
+    def all(self, kind: type[M]) -> list[M]:
+        return [m for m in self.messages if isinstance(m, kind)]
 
     def at(self, event: str) -> float | None:
         """When the first message of this kind arrived (seconds since the child started), if it did."""
@@ -168,23 +177,17 @@ def _drain(stream: Any, sink: BoundedOutput) -> None:
 
 def _read_messages(
     fd: int,
-    out: list[dict[str, Any]],
+    out: list[WorkerMessage],
     bad: list[int],
-    on_message: Callable[[dict[str, Any]], None],
+    on_message: Callable[[WorkerMessage], None],
     errors: list[str],
 ) -> None:
-    """Parse the child's JSON-lines channel defensively: oversized or malformed lines are counted, not trusted."""
+    """Read the child's channel defensively: every line is validated as a typed message (tools.wire);
+    oversized, malformed or unknown lines are counted, never trusted."""
     with os.fdopen(fd, "rb") as stream:
         for raw in stream:
-            if len(raw) > MAX_MESSAGE_BYTES:
-                bad.append(1)
-                continue
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                bad.append(1)
-                continue
-            if not isinstance(msg, dict) or not isinstance(msg.get("event"), str):
+            msg = parse_worker_message(raw) if len(raw) <= MAX_MESSAGE_BYTES else None
+            if msg is None:
                 bad.append(1)
                 continue
             out.append(msg)
@@ -231,7 +234,7 @@ class Deadline:
         return time.monotonic() > self.at
 
 
-MessageHandler = Callable[[dict[str, Any]], str | None]
+MessageHandler = Callable[[WorkerMessage], str | None]
 
 
 class ChildProcess(Protocol):
@@ -304,7 +307,7 @@ def supervise(
     with _live_lock:
         _live_groups.add(proc.pid)
 
-    def reply(msg: dict[str, Any]) -> None:
+    def reply(msg: WorkerMessage) -> None:
         answer = on_message(msg) if on_message is not None else None
         if answer is not None and proc.stdin is not None:
             with contextlib.suppress(OSError, ValueError):
@@ -312,13 +315,13 @@ def supervise(
                 proc.stdin.flush()
 
     output = BoundedOutput()
-    messages: list[dict[str, Any]] = []
+    messages: list[WorkerMessage] = []
     arrivals: list[tuple[str, float]] = []
     bad: list[int] = []
     handler_errors: list[str] = []
 
-    def on_raw(msg: dict[str, Any]) -> None:
-        arrivals.append((msg["event"], time.monotonic() - start))
+    def on_raw(msg: WorkerMessage) -> None:
+        arrivals.append((msg.event, time.monotonic() - start))
         reply(msg)
 
     readers = [

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from tools import wire
 from tools.supervise import isolation
 from tools.supervise._spawn import (
     BoundedOutput,
@@ -133,30 +134,33 @@ class Zygote:
                 raw = self.sock.recv(1 << 16)
             except OSError:
                 raw = b""
-            msg = json.loads(raw) if raw else None
+            msg = wire.parse_zygote_report(raw) if raw else None
             with self.changed:
-                if msg is None:
-                    self.dead = True
-                elif msg.get("event") == "ready":
-                    self.pidns = bool(msg.get("pidns"))
-                    self.cuda_fork = str(msg.get("cuda_fork", ""))
-                elif msg.get("event") == "spawned":
-                    self.spawned.put(int(msg["pid"]))
-                    if msg.get("prepared"):
-                        self.prepared.clear()
-                        self.prepared_pid = None
-                elif msg.get("event") == "preparing":
-                    self.prepared_pid = int(msg["pid"])
-                elif msg.get("event") in ("prepared", "prepare_failed"):
-                    self.prepared_pid = int(msg["pid"]) if msg["event"] == "prepared" else None
-                    self.prepared.set()
-                elif msg.get("event") == "exited":
-                    self.exits[int(msg["pid"])] = int(msg["returncode"])
+                self._note(msg)
                 self.changed.notify_all()
-            if msg is None or msg.get("event") == "ready":
+            if msg is None or isinstance(msg, wire.ZygoteReady):
                 self.ready.set()
             if msg is None:
                 return
+
+    def _note(self, msg: wire.ZygoteReport | None) -> None:
+        match msg:
+            case None:
+                self.dead = True
+            case wire.ZygoteReady():
+                self.pidns, self.cuda_fork = msg.pidns, msg.cuda_fork
+            case wire.Spawned():
+                self.spawned.put(msg.pid)
+                if msg.prepared:
+                    self.prepared.clear()
+                    self.prepared_pid = None
+            case wire.Preparing():
+                self.prepared_pid = msg.pid
+            case wire.Prepared() | wire.PrepareFailed():
+                self.prepared_pid = msg.pid if isinstance(msg, wire.Prepared) else None
+                self.prepared.set()
+            case wire.Exited():
+                self.exits[msg.pid] = msg.returncode
 
     def alive(self) -> bool:
         return not self.dead and self.proc.poll() is None
@@ -316,7 +320,7 @@ class TruthServer:
         os.close(write_fd)
         track_group(self.proc.pid)
         self.output = BoundedOutput()
-        self.inbox: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.inbox: queue.Queue[wire.WorkerMessage] = queue.Queue()
         self.errors: list[str] = []
         for target, args in (
             (_drain, (self.proc.stdout, self.output)),
@@ -328,7 +332,7 @@ class TruthServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def _next(self, deadline: Deadline) -> dict[str, Any] | None:
+    def _next(self, deadline: Deadline) -> wire.WorkerMessage | None:
         while not deadline.expired:
             try:
                 return self.inbox.get(timeout=0.05)
@@ -342,7 +346,7 @@ class TruthServer:
         start = time.monotonic()
         if not self.ready:
             msg = self._next(Deadline(START_TIMEOUT_S))
-            if msg is None or msg["event"] != "ready":
+            if not isinstance(msg, wire.Ready):
                 return self._failed(start, deadline)
             self.ready = True
         rid = uuid.uuid4().hex
@@ -352,18 +356,18 @@ class TruthServer:
             self.proc.stdin.flush()
         except OSError:
             return self._failed(start, deadline)
-        messages: list[dict[str, Any]] = []
+        messages: list[wire.WorkerMessage] = []
         arrivals: list[tuple[str, float]] = []
         while (msg := self._next(deadline)) is not None:
-            if msg.get("id") not in (None, rid):
+            if getattr(msg, "id", None) not in (None, rid):
                 continue
-            if msg["event"] == "finished":
+            if isinstance(msg, wire.Finished):
                 return ChildOutcome(
-                    returncode=int(msg.get("returncode", 1)), timed_out=False, seconds=time.monotonic() - start,
+                    returncode=msg.returncode, timed_out=False, seconds=time.monotonic() - start,
                     messages=messages, output=self.output.text(), arrivals=arrivals,
                 )  # fmt: skip
             messages.append(msg)
-            arrivals.append((msg["event"], time.monotonic() - start))
+            arrivals.append((msg.event, time.monotonic() - start))
         outcome = self._failed(start, deadline)
         outcome.messages, outcome.arrivals = messages, arrivals
         return outcome

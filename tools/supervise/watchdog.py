@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from tools import wire
 from tools.problem import Limits
 from tools.supervise._spawn import Deadline
 
@@ -41,21 +41,22 @@ class Watchdog:
     _cap: float | None = None
     _call: float = 0.0
 
-    def on_message(self, msg: dict[str, Any]) -> None:
-        event = msg["event"]
-        if event in ("imported", "import_failed", "retime"):
-            self._cap = time.monotonic() + self.limits.eval_timeout_s
-            self._allow("setup", SETUP_S)
-        elif event == "start":
-            key = (str(msg.get("kind")), str(msg.get("name")))
-            self._call = self.bounds.get(key, self.limits.call_timeout_min_s)
-            self._allow(f"{key[0]} {key[1]}", SETUP_S + self._call)
-        elif event in ("tick", "batch_begin", "batch_end"):
-            self._allow(self.step, self._call + (SETUP_S if event == "batch_end" else 0.0))
-        elif event == "profiling":
-            self._allow(f"profiling {msg.get('name')}", PROFILE_S)
-        elif event in ("case_done", "timing_done", "cases_done", "failed"):
-            self._allow("setup", SETUP_S)
+    def on_message(self, msg: wire.WorkerMessage) -> None:
+        match msg:
+            case wire.Imported() | wire.ImportFailed() | wire.Retime():
+                self._cap = time.monotonic() + self.limits.eval_timeout_s
+                self._allow("setup", SETUP_S)
+            case wire.Start():
+                self._call = self.bounds.get((msg.kind, msg.name), self.limits.call_timeout_min_s)
+                self._allow(f"{msg.kind} {msg.name}", SETUP_S + self._call)
+            case wire.Tick() | wire.BatchBegin():
+                self._allow(self.step, self._call)
+            case wire.BatchEnd():  # then its outputs are copied and written
+                self._allow(self.step, self._call + SETUP_S)
+            case wire.Profiling():
+                self._allow(f"profiling {msg.name}", PROFILE_S)
+            case wire.CaseDone() | wire.TimingDone() | wire.CasesDone() | wire.Failed():
+                self._allow("setup", SETUP_S)
 
     def _allow(self, step: str, seconds: float) -> None:
         self.step, self.allowed = step, seconds

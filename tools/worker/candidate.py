@@ -16,10 +16,12 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
+from tools import wire
+from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
 from tools.worker import build, guard, timing
 from tools.worker.timing import measure
@@ -162,7 +164,7 @@ class Ticker:
         now = time.monotonic()
         if now - self.last >= self.TICK_S:
             self.last = now
-            self.channel.send("tick", name=self.name)
+            self.channel.send(wire.Tick(name=self.name))
 
 
 KEEP_BYTES = 2 << 30  # inputs of past timed calls kept alive per shape, at most
@@ -225,7 +227,7 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
     caller.check_inputs(args, pristine)
     torch.save(out.detach().to("cpu", copy=True), item["out_path"])
     channel.send(
-        "case_done", name=item["name"], seconds=seconds, mutated=caller.mutated, timers=tampered_timers()
+        wire.CaseDone(name=item["name"], seconds=seconds, mutated=caller.mutated, timers=tampered_timers())
     )
 
 
@@ -255,7 +257,9 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         return out
 
     def on_batch(edge: str) -> None:
-        channel.send(f"batch_{edge}", name=item["name"])
+        channel.send(
+            wire.BatchBegin(name=item["name"]) if edge == "begin" else wire.BatchEnd(name=item["name"])
+        )
 
     samples = measure(call, prepare, device=device, on_batch=on_batch, **item["cfg"])
     if device == "cuda":
@@ -266,12 +270,11 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
     torch.save(outs, item["out_path"])
     usage = None
     if item.get("profile"):
-        channel.send("profiling", name=item["name"])  # the profiler's start-up has its own time bound
-        usage = profile_call(model, sets[0], device)
-    channel.send(
-        "timing_done",
+        channel.send(wire.Profiling(name=item["name"]))  # the profiler's start-up has its own time bound
+        usage = KernelUsage.model_validate(profile_call(model, sets[0], device))
+    done = wire.TimingDone(
         name=item["name"],
-        stats=samples.stats(),
+        stats=TimingStats.model_validate(samples.stats()),
         host_ms=samples.host_ms,
         device_ms=samples.device_ms,
         calls=caller.calls,
@@ -281,6 +284,7 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         timers=tampered_timers(),
         usage=usage,
     )
+    channel.send(done)
 
 
 def classify_kernel(name: str, own: set[str]) -> str:
@@ -356,21 +360,24 @@ def import_phase(channel: Channel) -> Any:
     try:
         module = import_candidate(Path("kernel.py").resolve())
     except BaseException as exc:
-        builds = [b.model_dump() for b in build.REGISTRY.builds]
-        kind = "compile_error" if build.REGISTRY.failed else "import_error"
-        errors = [d.model_dump() for d in build.REGISTRY.errors]
         channel.send(
-            "import_failed", kind=kind, message=candidate_traceback(exc), builds=builds, errors=errors,
-            seconds=time.perf_counter() - start,
-        )  # fmt: skip
+            wire.ImportFailed(
+                kind="compile_error" if build.REGISTRY.failed else "import_error",
+                message=candidate_traceback(exc),
+                builds=build.REGISTRY.builds,
+                errors=build.REGISTRY.errors,
+                seconds=time.perf_counter() - start,
+            )
+        )
         return None
     channel.send(
-        "imported",
-        seconds=time.perf_counter() - start,
-        builds=[b.model_dump() for b in build.REGISTRY.builds],
-        failed_build=build.REGISTRY.failed,
-        errors=[d.model_dump() for d in build.REGISTRY.errors],
-        has_model_new=isinstance(getattr(module, "ModelNew", None), type),
+        wire.Imported(
+            seconds=time.perf_counter() - start,
+            builds=build.REGISTRY.builds,
+            failed_build=build.REGISTRY.failed,
+            errors=build.REGISTRY.errors,
+            has_model_new=isinstance(getattr(module, "ModelNew", None), type),
+        )
     )
     return module
 
@@ -381,20 +388,20 @@ def install_guard(req: dict[str, Any], channel: Channel) -> None:
     policy = guard.Guard(Path.cwd(), [Path(p) for p in req.get("secret_dirs", [])], cache)
 
     def report(kind: str, detail: str) -> None:
-        channel.send("violation", kind=kind, flag=guard.FLAG_FOR[kind], detail=detail)
+        channel.send(wire.Violation(kind=kind, flag=guard.FLAG_FOR[kind], detail=detail))
 
     guard.install(policy, report)
 
 
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
-    channel.send("ready")  # torch and the harness are imported (the phase breakdown starts here)
+    channel.send(wire.Ready())  # torch and the harness are imported (the phase breakdown starts here)
     req = json.loads(Path(request_path).read_text())
     device = req["device"]
     if device == "cuda" and req["mode"] != "compile" and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")
-        channel.send("cuda_ready")
+        channel.send(wire.CudaReady())
     reset_backend_flags()
     build.install()
     install_guard(req, channel)
@@ -405,40 +412,44 @@ def main(request_path: str, fd: str) -> int:
     if not isinstance(cls, type):
         return 0
     if device == "cuda" and not torch.cuda.is_available():
-        channel.send("no_device", message="this problem needs a CUDA GPU and none is visible")
+        channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
     if req["mode"] == "retime":  # the parent re-measures shapes whose clocks disagreed (cases passed)
-        channel.send("retime")
+        channel.send(wire.Retime())
         ok = run_items(cls, "timing", req["timing"], run_timing, device, channel)
-        channel.send("done")
+        channel.send(wire.Done())
         return 0 if ok else 1
     if not run_items(cls, "case", req["cases"], run_case, device, channel):
         return 1
     # The parent judges the cases and answers on stdin: time only a candidate that is correct.
-    channel.send("cases_done")
+    channel.send(wire.CasesDone())
     if sys.stdin.readline().strip() != "time":
         return 0
     if not run_items(cls, "timing", req["timing"], run_timing, device, channel):
         return 1
-    channel.send("done")
+    channel.send(wire.Done())
     return 0
 
 
 def run_items(
-    cls: type, kind: str, items: list[dict[str, Any]], runner: Any, device: str, channel: Channel
+    cls: type,
+    kind: Literal["case", "timing"],
+    items: list[dict[str, Any]],
+    runner: Any,
+    device: str,
+    channel: Channel,
 ) -> bool:
     """Run each item; False when the process must stop (its CUDA context is no longer usable)."""
     for item in items:
-        channel.send("start", kind=kind, name=item["name"])
+        channel.send(wire.Start(kind=kind, name=item["name"]))
         try:
             runner(cls, item, device, channel)
         except CandidateError as exc:
-            channel.send("failed", kind=kind, name=item["name"], error=exc.kind, message=str(exc))
+            channel.send(wire.Failed(kind=kind, name=item["name"], error=exc.kind, message=str(exc)))
         except BaseException as exc:
             error = classify_exception(exc)
-            channel.send(
-                "failed", kind=kind, name=item["name"], error=error, message=candidate_traceback(exc)
-            )
+            message = candidate_traceback(exc)
+            channel.send(wire.Failed(kind=kind, name=item["name"], error=error, message=message))
             if error == "cuda_error":
                 return False
         if device == "cuda":

@@ -17,7 +17,9 @@ from typing import Any
 
 import torch
 
+from tools import wire
 from tools.problem import Case
+from tools.results import TimingStats
 from tools.wire import Channel
 from tools.worker import refmod
 from tools.worker.timing import measure
@@ -56,7 +58,7 @@ class Judge:
         self.model64 = copy.deepcopy(model).double().to(device)
         self.model32 = model.to(device)
 
-    def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, dict[str, float]]:
+    def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, wire.ReferenceError_]:
         with torch.no_grad():
             truth = self.model64(*refmod.to_device(inputs, self.device, torch.float64)).detach()
             args = refmod.to_device(inputs, self.device)
@@ -67,11 +69,11 @@ class Judge:
             seconds = time.perf_counter() - start
             diff = out.to(torch.float64) - truth
             norm = float(torch.linalg.vector_norm(truth))
-            error = {
-                "ref_max_abs_err": float(diff.abs().max()),
-                "ref_rel_l2_err": float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
-                "ref_call_s": seconds,
-            }
+            error = wire.ReferenceError_(
+                ref_max_abs_err=float(diff.abs().max()),
+                ref_rel_l2_err=float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
+                ref_call_s=seconds,
+            )
         return truth.to("cpu", torch.float64), error
 
     def release(self) -> None:
@@ -84,7 +86,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> dict[str, Any]:
+def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> wire.CaseReady:
     case = Case.model_validate(item["case"])
     built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
     judge = Judge(built["model"], device)
@@ -100,12 +102,12 @@ def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> dict
         item["data_path"],
     )
     torch.save(truth, item["truth_path"])
-    return {"name": case.name, "shape": list(truth.shape), **error}
+    return wire.CaseReady(name=case.name, shape=list(truth.shape), **error.model_dump())
 
 
 def reference_timing(
     built: dict[str, Any], sets: list[list[Any]], device: str, cfg: dict[str, Any]
-) -> dict[str, Any]:
+) -> TimingStats:
     model = built["model"].to(device)
     on_device = [refmod.to_device(s, device) for s in sets]
     current: list[list[Any]] = [[]]
@@ -118,7 +120,7 @@ def reference_timing(
             return model(*current[0])
 
     samples = measure(call, prepare, device=device, **cfg)
-    return samples.stats()
+    return TimingStats.model_validate(samples.stats())
 
 
 def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
@@ -149,11 +151,12 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
     start = time.perf_counter()
     stats = reference_timing(built, sets, device, item["cfg"]) if item["time_reference"] else None
     channel.send(
-        "timing_ready",
-        name=item["name"],
-        reference=stats,
-        ref_errors=ref_errors,
-        reference_seconds=time.perf_counter() - start,
+        wire.TimingReady(
+            name=item["name"],
+            reference=stats,
+            ref_errors=ref_errors,
+            reference_seconds=time.perf_counter() - start,
+        )
     )
 
 
@@ -161,29 +164,31 @@ def run_request(req: dict[str, Any], channel: Channel) -> int:
     """One evaluation's data and truth: every case, then every timing shape."""
     device = req["device"]
     if device == "cuda" and not torch.cuda.is_available():
-        channel.send("no_device", message="this problem needs a CUDA GPU and none is visible")
+        channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
     reset_backend_flags()
     where = "start"
     try:
         for item in req["cases"]:
             where = f"case {item['case']['name']}"
-            channel.send("case_ready", **prepare_case(req, item, device))
+            channel.send(prepare_case(req, item, device))
         for item in req["timing"]:
             where = f"timing shape {item['name']}"
             prepare_timing(req, item, device, channel)
     except Exception as exc:
         channel.send(
-            "error", where=where, message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+            wire.TruthError(
+                where=where, message=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+            )
         )
         return 1
-    channel.send("done")
+    channel.send(wire.Done())
     return 0
 
 
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
-    channel.send("ready")
+    channel.send(wire.Ready())
     return run_request(json.loads(Path(request_path).read_text()), channel)
 
 
@@ -193,14 +198,14 @@ def serve(fd: str) -> int:
     channel = Channel(int(fd))
     if torch.cuda.is_available():
         torch.empty(1, device="cuda")
-    channel.send("ready")
+    channel.send(wire.Ready())
     for line in sys.stdin:
         req = json.loads(line)
-        channel.send("ready", id=req["id"])
+        channel.send(wire.Ready(id=req["id"]))
         code = run_request(req, channel)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        channel.send("finished", id=req["id"], returncode=code)
+        channel.send(wire.Finished(id=req["id"], returncode=code))
     return 0
 
 

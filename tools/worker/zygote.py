@@ -37,7 +37,9 @@ from typing import Any
 
 import torch
 
-worker_candidate: Any = None  # tools.worker_candidate, imported by `import_harness` without a driver query
+from tools import wire
+
+worker_candidate: Any = None  # tools.worker.candidate, imported by `import_harness` without a driver query
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -233,8 +235,8 @@ def _run_worker(request_path: str, channel_fd: int) -> int:
         return 1
 
 
-def _send(sock: socket.socket, **payload: Any) -> None:
-    sock.send(json.dumps(payload).encode())
+def _send(sock: socket.socket, report: wire.ZygoteReport) -> None:
+    sock.send(report.model_dump_json().encode())
 
 
 def _kill_all(children: set[int]) -> None:
@@ -263,7 +265,7 @@ class Server:
         replaced: the evaluator has moved to another problem)."""
         kind = str(order.get("kind", "cuda"))
         if self.prepared and self.prepared_kind == kind:
-            _send(self.sock, event="prepared", pid=next(iter(self.prepared)))
+            _send(self.sock, wire.Prepared(pid=next(iter(self.prepared))))
             return
         for pid, ours in list(self.prepared.items()):
             self.prepared.pop(pid)
@@ -277,7 +279,7 @@ class Server:
         theirs.close()
         self.children.add(pid)
         self.prepared[pid] = ours
-        _send(self.sock, event="preparing", pid=pid)  # from now on the harness's sweeps spare it
+        _send(self.sock, wire.Preparing(pid=pid))  # from now on the harness's sweeps spare it
 
     def run(self, order: dict[str, Any], fds: list[int]) -> None:
         """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
@@ -292,7 +294,7 @@ class Server:
             if pid:
                 for fd in fds:
                     os.close(fd)
-                _send(self.sock, event="spawned", pid=pid, prepared=True)
+                _send(self.sock, wire.Spawned(pid=pid, prepared=True))
                 return
         pid = self._fork()
         if pid == 0:
@@ -302,7 +304,7 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children.add(pid)
-        _send(self.sock, event="spawned", pid=pid, prepared=False)
+        _send(self.sock, wire.Spawned(pid=pid, prepared=False))
 
     def relay_prepared(self, readable: list[Any]) -> None:
         for pid, ours in list(self.prepared.items()):
@@ -310,10 +312,10 @@ class Server:
                 ok = ours.recv(64) == b"prepared"
                 self.reported.add(pid)
                 if ok:
-                    _send(self.sock, event="prepared", pid=pid)
+                    _send(self.sock, wire.Prepared(pid=pid))
                 else:  # it died preparing; its exit is reported by the reaper
                     self.prepared.pop(pid).close()
-                    _send(self.sock, event="prepare_failed", pid=pid)
+                    _send(self.sock, wire.PrepareFailed(pid=pid))
 
     def reap(self) -> None:
         for pid in list(self.children):
@@ -322,7 +324,7 @@ class Server:
                 self.children.discard(pid)
                 if pid in self.prepared:
                     self.prepared.pop(pid).close()
-                _send(self.sock, event="exited", pid=pid, returncode=os.waitstatus_to_exitcode(status))
+                _send(self.sock, wire.Exited(pid=pid, returncode=os.waitstatus_to_exitcode(status)))
 
 
 def main(control_fd: str) -> int:
@@ -334,7 +336,7 @@ def main(control_fd: str) -> int:
     if os.environ.get("KERNEL_AGENT_TEST_POISON_FORK") == "1":  # tests: what a stray device query does
         torch._C._cuda_getDeviceCount()
     pidns = _probe_pid_namespace()
-    _send(sock, event="ready", pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork())
+    _send(sock, wire.ZygoteReady(pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork()))
     server = Server(sock, pidns)
     while True:
         waiting = [s for pid, s in server.prepared.items() if pid not in server.reported]

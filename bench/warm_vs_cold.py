@@ -1,7 +1,7 @@
 """Tool seconds per evaluation, cold (fresh processes) versus warm workers (tools/warm.py).
 
-    python bench/warm.py                                   # CPU: scan_tiny, the shipped C++ baseline
-    python bench/warm.py --problem problems/selective_scan.yaml \\
+    python bench/warm_vs_cold.py                                   # CPU: scan_tiny, the shipped C++ baseline
+    python bench/warm_vs_cold.py --problem problems/selective_scan.yaml \\
         --kernel problems/selective_scan/solutions/05_tuned.py --think 10 --out bench/results/warm_h200.json
 
 The kernel is compiled (and the reference timed) once first, so every measured evaluation is of an

@@ -17,8 +17,7 @@ from datetime import UTC, datetime
 from tools.cache import cache_root
 from tools.problem import Problem
 from tools.results import EnvInfo
-from tools.supervise import isolation
-from tools.supervise._spawn import HARNESS_ROOT
+from tools.supervise import HARNESS_ROOT, isolation
 
 
 @functools.cache

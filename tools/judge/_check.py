@@ -9,8 +9,7 @@ from pydantic import BaseModel
 
 from tools import wire
 from tools.problem import Problem
-from tools.supervise._spawn import Deadline, child_env, run_child
-from tools.supervise.jobs import Job
+from tools.supervise import Deadline, Job, child_env, run_child
 from tools.worker.refmod import derive_seed
 
 

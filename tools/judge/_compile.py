@@ -8,9 +8,16 @@ from tools import wire
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
-from tools.supervise._spawn import ChildOutcome, visible_gpu
-from tools.supervise.jobs import Job, describe_exit, kernel_hash, run_candidate
-from tools.supervise.pool import WarmPool, pool_for
+from tools.supervise import (
+    ChildOutcome,
+    Job,
+    WarmPool,
+    describe_exit,
+    kernel_hash,
+    pool_for,
+    run_candidate,
+    visible_gpu,
+)
 
 
 def compile_kernel(

@@ -29,10 +29,18 @@ from tools.judge._verdicts import (
 )
 from tools.problem import Problem
 from tools.results import BenchResult, Flag, TimingStats
-from tools.supervise._spawn import ChildOutcome, visible_gpu
-from tools.supervise.integrity import HARNESS, text_hash
-from tools.supervise.jobs import Job, describe_exit, kernel_hash, run_candidate
-from tools.supervise.pool import WarmPool, pool_for
+from tools.supervise import (
+    HARNESS,
+    ChildOutcome,
+    Job,
+    WarmPool,
+    describe_exit,
+    kernel_hash,
+    pool_for,
+    run_candidate,
+    text_hash,
+    visible_gpu,
+)
 
 
 def benchmark(

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tools import wire
-from tools.supervise._spawn import ChildOutcome
+from tools.supervise import ChildOutcome
 
 
 def _last(outcome: ChildOutcome, events: Iterable[str]) -> float | None:

@@ -19,10 +19,7 @@ from tools.results import (
     EnvInfo,
     TimingStats,
 )
-from tools.supervise._spawn import ChildOutcome, Deadline, child_env, run_child
-from tools.supervise.jobs import Job
-from tools.supervise.pool import WarmPool
-from tools.supervise.watchdog import call_bound
+from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, child_env, run_child
 from tools.worker.refmod import derive_seed
 
 

@@ -23,8 +23,7 @@ from tools.results import (
     ShapeTiming,
     TimingStats,
 )
-from tools.supervise._spawn import ChildOutcome
-from tools.supervise.jobs import describe_exit
+from tools.supervise import ChildOutcome, describe_exit
 from tools.worker import guard
 
 FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}

@@ -5,6 +5,7 @@ from (`integrity`), and the warm pool: a zygote, truth servers and workers made 
 """
 
 from tools.supervise._spawn import (
+    HARNESS_ROOT,
     ChildOutcome,
     Deadline,
     child_env,
@@ -13,13 +14,14 @@ from tools.supervise._spawn import (
     run_child,
     visible_gpu,
 )
-from tools.supervise.integrity import HARNESS
+from tools.supervise.integrity import HARNESS, text_hash
 from tools.supervise.jobs import Job, WarmUnavailable, describe_exit, kernel_hash, run_candidate
 from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
 from tools.supervise.watchdog import Watchdog, call_bound
 
 __all__ = [
     "HARNESS",
+    "HARNESS_ROOT",
     "ChildOutcome",
     "Deadline",
     "Job",
@@ -36,6 +38,7 @@ __all__ = [
     "run_candidate",
     "run_child",
     "shutdown_all",
+    "text_hash",
     "visible_gpu",
     "warm_enabled",
 ]

@@ -26,6 +26,7 @@ from tools.wire import Channel
 from tools.worker import build, guard, timing
 from tools.worker.timing import measure
 from tools.worker.truth import reset_backend_flags
+from tools.worker.usage import profile_call
 
 # Captured before the candidate is imported; compared after every call.
 TIMERS = {
@@ -285,74 +286,6 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         usage=usage,
     )
     channel.send(done)
-
-
-def classify_kernel(name: str, own: set[str]) -> str:
-    if any(k in name for k in own):
-        return "own"
-    low = name.lower()
-    if any(s in low for s in ("gemm", "cutlass", "cublas", "xmma", "gmma", "gemv", "dot_kernel", "splitk")):
-        return "gemm"
-    if any(s in low for s in ("memcpy", "memset")):
-        return "copy"
-    if "reduce" in low:
-        return "reduction"
-    if "elementwise" in low or "at::native" in low:
-        return "elementwise"
-    return "other"
-
-
-def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]:
-    """One profiled forward: which kernels ran and how much device time each kind took."""
-    args = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
-    if device != "cuda":
-        before = build.REGISTRY.extension_calls
-        with torch.no_grad():
-            model(*args)
-        return {"own_calls_per_forward": build.REGISTRY.extension_calls - before, "method": "extension_calls"}
-    from torch.profiler import ProfilerActivity, profile
-
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
-        model(*args)
-        torch.cuda.synchronize()
-    totals: dict[str, float] = collections.defaultdict(float)
-    per_kernel: dict[tuple[str, str], float] = collections.defaultdict(float)
-    own_calls = 0
-    for evt in prof.events():
-        if evt.device_type != torch.autograd.DeviceType.CUDA:
-            continue
-        kind = classify_kernel(evt.name, build.REGISTRY.own_kernel_names)
-        ms = evt.device_time / 1e3
-        totals[kind] += ms
-        per_kernel[(evt.name[:120], kind)] += ms
-        own_calls += kind == "own"
-    total = sum(totals.values()) or 1.0
-    top = sorted(per_kernel.items(), key=lambda kv: -kv[1])[:8]
-    return {
-        "own_calls_per_forward": own_calls,
-        "own_share": totals.get("own", 0.0) / total,
-        "library_share": {k: v / total for k, v in totals.items() if k != "own"},
-        "top_kernels": [(name, kind, ms) for (name, kind), ms in top],
-        "method": "cuda_profiler",
-    }
-
-
-def warm_up_cuda() -> None:
-    """What a CUDA worker made ahead of its candidate does first (tools/zygote.py): create the CUDA context
-    and cuBLAS's handle, and start the CUDA profiler once (about 4 s on the H200, then ~5 ms per use), so
-    that the candidate's evaluation pays none of it. Trusted code: no candidate exists yet."""
-    from torch.profiler import ProfilerActivity, profile
-
-    x = torch.ones(64, 64, device="cuda")
-    with torch.no_grad():
-        y = x @ x
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        y.add_(1)
-        torch.cuda.synchronize()
-    prof.events()
-    del x, y
-    torch.cuda.empty_cache()
 
 
 def import_phase(channel: Channel) -> Any:

@@ -39,7 +39,9 @@ import torch
 
 from tools import wire
 
-worker_candidate: Any = None  # tools.worker.candidate, imported by `import_harness` without a driver query
+# tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
+worker_candidate: Any = None
+worker_usage: Any = None
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -113,10 +115,10 @@ def _no_driver_queries() -> Iterator[None]:
 
 
 def import_harness() -> None:
-    global worker_candidate
+    global worker_candidate, worker_usage
     with _no_driver_queries():
-        from tools.worker import candidate as module
-    worker_candidate = module
+        from tools.worker import candidate, usage
+    worker_candidate, worker_usage = candidate, usage
 
 
 def _probe_cuda_fork() -> str:
@@ -200,7 +202,7 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool, cuda:
         if pidns:
             enter_pid_namespace()
         if cuda:
-            worker_candidate.warm_up_cuda()
+            worker_usage.warm_up_cuda()
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
         with contextlib.suppress(OSError):
             mine.send(b"prepared")

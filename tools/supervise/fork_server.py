@@ -1,0 +1,246 @@
+"""The harness's side of the candidate zygote (tools/worker/zygote.py): start it, fork candidates from it
+(several at once), hand a candidate to the worker it made ahead of need, stop it. Why a zygote: pool.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import IO
+
+from tools import wire
+from tools.supervise import isolation
+from tools.supervise._spawn import (
+    ChildOutcome,
+    Deadline,
+    MessageHandler,
+    child_env,
+    kill_group,
+    supervise,
+    track_group,
+)
+from tools.supervise.jobs import WarmUnavailable
+
+START_TIMEOUT_S = 180.0
+POISON_TEST_ENV = "KERNEL_AGENT_TEST_POISON_FORK"
+CUDA_FORK_USABLE = ("ok", "no_gpu")
+
+
+class Zygote:
+    """The fork server's parent side: start it, fork candidates from it (several at once), stop it."""
+
+    def __init__(self, root: Path, extra_env: dict[str, str]) -> None:
+        self.token = f"zygote-{uuid.uuid4().hex[:16]}"
+        home = root / f"zygote-{self.token[-6:]}"
+        home.mkdir(parents=True)
+        self.log = home / "zygote.log"
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        extra = {isolation.MARKER_ENV: self.token, **extra_env}
+        if os.environ.get(POISON_TEST_ENV):  # tests only: a zygote that reaches the driver before it forks
+            extra[POISON_TEST_ENV] = os.environ[POISON_TEST_ENV]
+        env = child_env(home, extra, harness=root / "harness")
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tools.worker.zygote", str(theirs.fileno())],
+                cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),), start_new_session=True,
+            )  # fmt: skip
+        theirs.close()
+        track_group(self.proc.pid)
+        self.pidns: bool | None = None
+        self.cuda_fork = ""  # its probe: "ok", "no_gpu", or why CUDA cannot start in its children
+        self.ready = threading.Event()
+        self.prepared = threading.Event()  # a CUDA worker made ahead of need is waiting (or failed)
+        self.prepared_pid: int | None = None  # that worker, spared by the sweeps after other candidates
+        self.spawned: queue.Queue[int] = queue.Queue()
+        self.exits: dict[int, int] = {}
+        self.changed = threading.Condition()
+        self.dead = False
+        self.order_lock = threading.Lock()
+        self.live: set[int] = set()  # forked candidate workers still supervised (parallel compiles)
+        threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
+
+    def _read(self) -> None:
+        """The zygote's reports: ready, each fork's pid (in order), each child's exit."""
+        while True:
+            try:
+                raw = self.sock.recv(1 << 16)
+            except OSError:
+                raw = b""
+            msg = wire.parse_zygote_report(raw) if raw else None
+            with self.changed:
+                self._note(msg)
+                self.changed.notify_all()
+            if msg is None or isinstance(msg, wire.ZygoteReady):
+                self.ready.set()
+            if msg is None:
+                return
+
+    def _note(self, msg: wire.ZygoteReport | None) -> None:
+        match msg:
+            case None:
+                self.dead = True
+            case wire.ZygoteReady():
+                self.pidns, self.cuda_fork = msg.pidns, msg.cuda_fork
+            case wire.Spawned():
+                self.spawned.put(msg.pid)
+                if msg.prepared:
+                    self.prepared.clear()
+                    self.prepared_pid = None
+            case wire.Preparing():
+                self.prepared_pid = msg.pid
+            case wire.Prepared() | wire.PrepareFailed():
+                self.prepared_pid = msg.pid if isinstance(msg, wire.Prepared) else None
+                self.prepared.set()
+            case wire.Exited():
+                self.exits[msg.pid] = msg.returncode
+
+    def alive(self) -> bool:
+        return not self.dead and self.proc.poll() is None
+
+    def wait_ready(self) -> bool:
+        """Whether its children can enter their own PID namespace; raises WarmUnavailable if it never started."""
+        if not self.ready.wait(START_TIMEOUT_S) or self.pidns is None:
+            raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
+        return self.pidns
+
+    def request_prepared(self, kind: str) -> bool:
+        """Ask for a worker made ahead of need for an evaluation of `kind` ("cuda": context, cuBLAS and the
+        profiler started; "cpu": forked and contained, nothing more). False where a CUDA worker cannot start
+        in the zygote's children. Returns at once: `wait_prepared` waits for it."""
+        want_pidns = isolation.mode() == isolation.PIDNS
+        try:
+            if not self.alive() or self.wait_ready() is False and want_pidns:
+                return False
+        except WarmUnavailable:  # stopped meanwhile (replaced after a fault): the next one is asked anew
+            return False
+        if kind == "cuda" and self.cuda_fork != "ok":
+            return False
+        with self.order_lock:
+            try:
+                self.sock.send(json.dumps({"op": "prepare", "pidns": want_pidns, "kind": kind}).encode())
+            except OSError:
+                return False
+        return True
+
+    def wait_prepared(self, timeout: float = START_TIMEOUT_S) -> bool:
+        return self.prepared.wait(timeout)
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError):
+            return " | ".join(self.log.read_text(errors="replace").strip().splitlines()[-3:])
+        return ""
+
+    def launch(
+        self,
+        cwd: Path,
+        env: dict[str, str],
+        request_path: Path,
+        deadline: Deadline,
+        on_message: MessageHandler,
+    ) -> ChildOutcome:
+        """Run one candidate worker forked from the zygote; the same supervision as a cold child."""
+        start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
+        want_pidns = isolation.mode() == isolation.PIDNS
+        if not self.wait_ready() and want_pidns:
+            raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
+        if _needs_cuda(request_path) and self.cuda_fork not in CUDA_FORK_USABLE:
+            raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
+        stdin_r, stdin_w = os.pipe()
+        out_r, out_w = os.pipe()
+        chan_r, chan_w = os.pipe()
+        order = {
+            "cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns,
+            "kind": _worker_kind(request_path),
+        }  # fmt: skip
+        try:
+            with self.order_lock:
+                socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
+                pid = self.spawned.get(timeout=30)
+        except (OSError, queue.Empty) as exc:
+            for fd in (stdin_w, out_r, chan_r):
+                os.close(fd)
+            raise WarmUnavailable(f"candidate zygote did not fork: {exc!r}") from exc
+        finally:
+            for fd in (stdin_r, out_w, chan_w):
+                os.close(fd)
+        self.live.add(pid)
+        child = ForkedChild(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb"))
+        marker = env.get(isolation.MARKER_ENV, "")
+
+        def sweep() -> list[int]:
+            # A forked child's /proc environ is the zygote's: the job marker finds what it exec'd, and the
+            # zygote's marker what it forked (sparing the zygote and candidates of other jobs still running).
+            left = isolation.sweep(marker) if marker else []
+            others = (self.live - {pid}) | ({self.prepared_pid} if self.prepared_pid else set())
+            return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
+
+        how = isolation.PIDNS if want_pidns else isolation.GROUP
+        try:
+            return supervise(child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep)
+        finally:
+            child.close()
+            self.live.discard(pid)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        kill_group(self.proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        track_group(self.proc.pid, live=False)
+        isolation.sweep(self.token)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+def _needs_cuda(request_path: Path) -> bool:
+    """Whether the worker will create a CUDA context (the harness wrote this request; it is trusted)."""
+    return _worker_kind(request_path) == "cuda"
+
+
+def _worker_kind(request_path: Path) -> str | None:
+    """Which prepared worker may serve this request: "cuda" or "cpu" for an evaluation, None for a compile
+    (a compile needs no CUDA context, and must not take the worker the next evaluation waits for)."""
+    request = json.loads(request_path.read_text())
+    if request.get("mode") == "compile":
+        return None
+    return "cuda" if request.get("device") == "cuda" else "cpu"
+
+
+class ForkedChild:
+    """A candidate worker forked by the zygote, seen through the zygote's reports of its exit."""
+
+    def __init__(self, zygote: Zygote, pid: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+        self.zygote, self.pid, self.stdin, self.stdout = zygote, pid, stdin, stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            if self.pid in self.zygote.exits:
+                self.returncode = self.zygote.exits.pop(self.pid)
+            elif self.zygote.dead:  # the zygote is gone; its child went with it (PR_SET_PDEATHSIG)
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def wait(self) -> int:
+        with self.zygote.changed:
+            self.zygote.changed.wait_for(lambda: self.poll() is not None, timeout=30)
+        if self.returncode is None:  # a zygote that does not report is not trusted again
+            self.zygote.stop()
+            self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def close(self) -> None:
+        for stream in (self.stdin, self.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()

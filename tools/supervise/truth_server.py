@@ -1,0 +1,111 @@
+"""The warm truth worker of one problem (tools/worker/truth.py --serve), seen from the harness."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tools import wire
+from tools.supervise._spawn import (
+    BoundedOutput,
+    ChildOutcome,
+    Deadline,
+    _drain,
+    _read_messages,
+    child_env,
+    kill_group,
+    track_group,
+)
+from tools.supervise.fork_server import START_TIMEOUT_S
+
+
+class TruthServer:
+    """The warm truth worker of one problem: trusted code, CUDA initialised once, one request at a time."""
+
+    def __init__(self, root: Path, extra_env: dict[str, str]) -> None:
+        self.home = root / f"truth-{uuid.uuid4().hex[:8]}"
+        self.home.mkdir(parents=True)
+        read_fd, write_fd = os.pipe()
+        env = child_env(self.home, extra_env, harness=root / "harness")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools.worker.truth", "--serve", str(write_fd)],
+            cwd=self.home, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(write_fd,), start_new_session=True,
+        )  # fmt: skip
+        os.close(write_fd)
+        track_group(self.proc.pid)
+        self.output = BoundedOutput()
+        self.inbox: queue.Queue[wire.WorkerMessage] = queue.Queue()
+        self.errors: list[str] = []
+        for target, args in (
+            (_drain, (self.proc.stdout, self.output)),
+            (_read_messages, (read_fd, [], [], self.inbox.put, self.errors)),
+        ):
+            threading.Thread(target=target, args=args, daemon=True).start()
+        self.ready = False
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _next(self, deadline: Deadline) -> wire.WorkerMessage | None:
+        while not deadline.expired:
+            try:
+                return self.inbox.get(timeout=0.05)
+            except queue.Empty:
+                if not self.alive() and self.inbox.empty():
+                    return None
+        return None
+
+    def request(self, req: dict[str, Any], deadline: Deadline) -> ChildOutcome:
+        """Run one truth request; the outcome looks like a cold truth worker's (messages, arrivals, exit)."""
+        start = time.monotonic()
+        if not self.ready:
+            msg = self._next(Deadline(START_TIMEOUT_S))
+            if not isinstance(msg, wire.Ready):
+                return self._failed(start, deadline)
+            self.ready = True
+        rid = uuid.uuid4().hex
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps({**req, "id": rid}).encode() + b"\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return self._failed(start, deadline)
+        messages: list[wire.WorkerMessage] = []
+        arrivals: list[tuple[str, float]] = []
+        while (msg := self._next(deadline)) is not None:
+            if getattr(msg, "id", None) not in (None, rid):
+                continue
+            if isinstance(msg, wire.Finished):
+                return ChildOutcome(
+                    returncode=msg.returncode, timed_out=False, seconds=time.monotonic() - start,
+                    messages=messages, output=self.output.text(), arrivals=arrivals,
+                )  # fmt: skip
+            messages.append(msg)
+            arrivals.append((msg.event, time.monotonic() - start))
+        outcome = self._failed(start, deadline)
+        outcome.messages, outcome.arrivals = messages, arrivals
+        return outcome
+
+    def _failed(self, start: float, deadline: Deadline) -> ChildOutcome:
+        timed_out = deadline.expired
+        self.stop()
+        return ChildOutcome(
+            returncode=self.proc.returncode, timed_out=timed_out, seconds=time.monotonic() - start,
+            output=self.output.text(),
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        kill_group(self.proc.pid)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        track_group(self.proc.pid, live=False)

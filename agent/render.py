@@ -29,7 +29,8 @@ from agent.events import (
     ToolCallEvent,
     Usage,
 )
-from agent.runread import RunData, RunListing, ToolUseBlock, TrajectoryData, TurnData
+from agent.rundata import RunData, ToolUseBlock, TrajectoryData, TurnData
+from agent.runread import RunListing
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming
 
 SCRIPTED_LABEL = "scripted playback"
@@ -412,9 +413,7 @@ def render_event(event: Event, ctx: _Context) -> Iterator[RenderableType]:
 
 def render_unanswered(block: ToolUseBlock, ctx: _Context) -> Iterator[RenderableType]:
     """A call the model made whose result never reached the log (the run stopped first)."""
-    if block.kernel_path:
-        yield from render_kernel(block.kernel_path, None, ctx)
-    elif block.kernel_code is not None:
+    if block.kernel_code is not None:
         yield Text(f"submitted kernel · {len(block.kernel_code.splitlines())} lines", style=DIM)
         if ctx.opts.code:
             yield from render_source(block.kernel_code, None, ctx.opts.full)

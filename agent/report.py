@@ -27,7 +27,7 @@ from agent.render import (
     fmt_time,
     model_label,
 )
-from agent.runread import RunData
+from agent.rundata import RunData
 from tools.results import BenchResult
 
 if TYPE_CHECKING:

@@ -16,8 +16,9 @@ from agent.loop import NullDisplay
 from agent.parallel import ParallelRun
 from agent.prompt import Budget
 from agent.providers.scripted import ScriptedProvider
+from agent.rundata import overlapping_leases
 from agent.runlog import RunLog
-from agent.runread import load_run, overlapping_leases
+from agent.runread import load_run
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult, ShapeTiming, TimingStats
 

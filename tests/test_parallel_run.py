@@ -20,7 +20,8 @@ import pytest
 from agent import cli
 from agent.events import BestEvent, BestRecord, RunInfo
 from agent.loop import SPREAD_SIGMAS
-from agent.runread import RunData, load_run, overlapping_leases
+from agent.rundata import RunData, overlapping_leases
+from agent.runread import load_run
 from tests.test_agent_e2e import alive, descendants
 
 pytestmark = pytest.mark.slow

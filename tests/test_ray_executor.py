@@ -16,7 +16,8 @@ import pytest
 from agent.events import RunConfig
 from agent.executor import LeasedExecutor
 from agent.leases import Leases
-from agent.runread import load_run, overlapping_leases
+from agent.rundata import overlapping_leases
+from agent.runread import load_run
 from tests.candidates import scan_variants
 from tools.problem import load_problem
 from tools.results import BenchResult

@@ -15,11 +15,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
     from rich.console import Console, RenderableType
 
-    from agent.events import Event
-    from agent.loop import Agent, Progress
+    from agent.budget import Budget
+    from agent.events import Event, RunConfig
+    from agent.executor import Executor
+    from agent.live import Progress
+    from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
     from agent.runlog import RunLog
+    from agent.shared import RunSetup
     from tools.problem import Problem
 
 
@@ -83,18 +87,19 @@ def handle(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, highlight=False)
     from agent.providers.base import ProviderError
+    from agent.resume import CannotResume
     from tools.problem import ProblemError
 
     try:
         agent = build_agent(args, console)
-    except (UsageError, ProblemError, ProviderError) as exc:
+    except (UsageError, CannotResume, ProblemError, ProviderError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2
     outcome = run_live(agent, console)
     console.print(final_panel(agent, str(outcome), outcome.status))
     if outcome.exit_code:
         return outcome.exit_code
-    return 0 if agent.state.best is not None else 1
+    return 0 if agent.standings.best is not None else 1
 
 
 # --- setting a run up ----------------------------------------------------------------------------
@@ -154,7 +159,7 @@ def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | No
     return requested
 
 
-def make_executor(config: Any) -> Any:
+def make_executor(config: RunConfig) -> Executor:
     if config.executor == "ray":
         try:
             from agent.ray_executor import RayExecutor
@@ -168,30 +173,38 @@ def make_executor(config: Any) -> Any:
 
 
 def new_parallel_run(
-    problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console
+    problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path, console: Console
 ) -> ParallelRun:
     from agent.parallel import ParallelRun
 
-    executor = make_executor(config)
-    log = create_log(problem, provider, config, runs_dir)
+    executor = make_executor(config)  # before the run folder: Ray may be missing
+    setup = run_setup(
+        problem, provider, config, executor, create_log(problem, provider, config, runs_dir), console
+    )
     where = f"Ray ({config.ray_address or 'local instance'})" if config.executor == "ray" else "this machine"
     gpus = f" · GPUs {','.join(map(str, config.gpus))}" if config.gpus else ""
     console.print(
-        f"run [bold]{log.dir}[/] · {describe_provider(provider)}\n"
+        f"run [bold]{setup.log.dir}[/] · {describe_provider(provider)}\n"
         f"{config.parallel} trajectories at once, {config.branches} branches · tools on {where}{gpus}"
     )
+    return ParallelRun(setup, parallel=config.parallel, branches=config.branches)
+
+
+def run_setup(
+    problem: Problem, provider: Provider, config: RunConfig, executor: Executor, log: RunLog, console: Console
+) -> RunSetup:
+    """What a run's trajectories share, as its config decides it (the same again on a resume)."""
+    from agent.shared import RunSetup
+
     display = RichDisplay(console, provider.scripted)
-    return ParallelRun(
-        problem, provider, log, system_for(problem, config), budget_of(config), executor, display,
-        parallel=config.parallel, branches=config.branches,
-    )  # fmt: skip
+    return RunSetup(problem, provider, log, system_for(problem, config), budget_of(config), executor, display)
 
 
 def trajectory_path(problem: Problem) -> Path | None:
     return (problem.path.parent / problem.spec.trajectory).resolve() if problem.spec.trajectory else None
 
 
-def create_log(problem: Problem, provider: Provider, config: Any, runs_dir: Path) -> RunLog:
+def create_log(problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path) -> RunLog:
     from agent.events import RunInfo
     from agent.runlog import RunLog, collect_environment, new_run_dir
 
@@ -209,23 +222,17 @@ def create_log(problem: Problem, provider: Provider, config: Any, runs_dir: Path
     return RunLog.create(run_dir, info)
 
 
-def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console) -> Agent:
-    from agent.loop import Agent, Evaluator, State
+def new_agent(
+    problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path, console: Console
+) -> Agent:
+    from agent.conversation import State
+    from agent.loop import Agent
     from agent.prompt import first_user_message
 
     log = create_log(problem, provider, config, runs_dir)
     console.print(f"run [bold]{log.dir}[/] · {describe_provider(provider)}")
     state = State(messages=[{"role": "user", "content": first_user_message(problem)}])
-    return Agent(
-        problem,
-        provider,
-        log,
-        system_for(problem, config),
-        budget_of(config),
-        state,
-        Evaluator.real(),
-        RichDisplay(console, provider.scripted),
-    )
+    return Agent(run_setup(problem, provider, config, make_executor(config), log, console), state)
 
 
 def resume_agent(args: argparse.Namespace, console: Console) -> Agent:
@@ -241,50 +248,23 @@ def reopen_agent(
     provider: Provider | None = None,
 ) -> Agent:
     """An agent continuing the run in `run_dir` exactly where its log ends."""
-    from agent.events import RunEndEvent, RunInfo
-    from agent.loop import Agent, Evaluator, state_from_log
+    from agent.loop import Agent
     from agent.providers import make_provider
-    from agent.runlog import RunLog, read_events
-    from tools.problem import load_problem
+    from agent.resume import resumable, state_from_log
+    from agent.runlog import RunLog
+    from agent.shared import Shared
 
-    if not (run_dir / "run.json").is_file():
-        raise UsageError(f"--resume {run_dir}: not a run folder (no run.json)")
-    info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
-    if info.config.parallel > 1 or info.config.executor != "local" or info.config.gpus:
-        raise UsageError(f"--resume {run_dir}: resuming a parallel or Ray run is not supported yet")
-    problem = load_problem(problem_arg or info.config.problem_path)
-    if problem.content_hash != info.problem_hash:
-        raise UsageError(
-            f"--resume: {problem.path} changed since the run started "
-            f"(hash {problem.content_hash} != {info.problem_hash})"
-        )
-    ended = [e for e in read_events(run_dir) if isinstance(e, RunEndEvent)]
-    if ended and ended[-1].exit_status == "Finished":
-        raise UsageError(f"--resume {run_dir}: the model already ended this run; start a new one")
-    if model_arg and model_arg != info.model:
-        raise UsageError(
-            f"--resume: the run used model {info.model!r}; cannot continue it with {model_arg!r}"
-        )
+    info, problem = resumable(run_dir, problem_arg, model_arg)
     if provider is None:
         trajectory = Path(info.config.trajectory) if info.config.trajectory else trajectory_path(problem)
         provider = make_provider(info.model if info.provider == "anthropic" else "scripted", trajectory)
-    updates = {k: v for k, v in (overrides or {}).items() if v is not None}
-    config = info.config.model_copy(update=updates)
+    config = info.config.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
     (run_dir / "summary.json").unlink(missing_ok=True)  # running again: a viewer must not see it as ended
     log = RunLog.reopen(run_dir)
-    state = state_from_log(problem, run_dir)
+    state, standings = state_from_log(problem, run_dir)
     console.print(f"resuming [bold]{run_dir}[/] at turn {state.turn + 1} · {describe_provider(provider)}")
-    display = RichDisplay(console, provider.scripted)
-    return Agent(
-        problem,
-        provider,
-        log,
-        system_for(problem, config),
-        budget_of(config),
-        state,
-        Evaluator.real(),
-        display,
-    )
+    setup = run_setup(problem, provider, config, make_executor(config), log, console)
+    return Agent(setup, state, Shared(standings))
 
 
 def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -296,8 +276,8 @@ def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def budget_of(config: Any) -> Any:
-    from agent.prompt import Budget
+def budget_of(config: RunConfig) -> Budget:
+    from agent.budget import Budget
 
     return Budget(
         max_turns=config.max_turns,
@@ -307,7 +287,7 @@ def budget_of(config: Any) -> Any:
     )
 
 
-def system_for(problem: Problem, config: Any) -> str:
+def system_for(problem: Problem, config: RunConfig) -> str:
     """The system prompt; the same run.json config gives the same prompt on resume."""
     from agent.prompt import system_prompt
     from tools.envinfo import hardware_summary
@@ -442,11 +422,11 @@ class RichDisplay:
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
-    s = agent.state
-    best = f"{s.best.speedup:.2f}x ({agent.log.dir / 'best.py'})" if s.best else "no correct kernel"
+    s, best_kernel = agent.state, agent.standings.best
+    best = f"{best_kernel.speedup:.2f}x ({agent.log.dir / 'best.py'})" if best_kernel else "no correct kernel"
     tokens = (
         "0 tokens, $0.00 (scripted playback)"
-        if agent.provider.scripted
+        if agent.setup.provider.scripted
         else (
             f"tokens in={s.usage.tokens_in:,} out={s.usage.output_tokens:,} (thinking {s.usage.thinking_tokens:,}), ${s.cost_usd:.2f}"
         )

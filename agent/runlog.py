@@ -21,6 +21,7 @@ from agent.events import (
     BestRecord,
     Event,
     Heartbeat,
+    RunEndEvent,
     RunEnvironment,
     RunInfo,
     RunSummary,
@@ -151,8 +152,11 @@ class RunLog:
         for name in ("best.py", "best.json"):
             (self.dir / name).unlink(missing_ok=True)
 
-    def write_summary(self, summary: RunSummary) -> None:
+    def end(self, summary: RunSummary) -> None:
+        """The run's last event, its summary, and the heartbeat's last word."""
+        self.append(RunEndEvent(exit_status=summary.exit_status, message=summary.message))
         write_model(self.dir / "summary.json", summary)
+        self.close()
 
     # heartbeat: a viewer tells a live run from a killed one by its age
     def set_phase(self, phase: str) -> None:

@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
-    from rich.console import Console, RenderableType
+    from rich.console import Console
 
     from agent.budget import Budget
-    from agent.events import Event, RunConfig
+    from agent.events import RunConfig
     from agent.executor import Executor
-    from agent.live import Progress
     from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
@@ -86,6 +85,7 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
+    from agent.live import run_live
     from agent.providers.base import ProviderError
     from agent.resume import CannotResume
     from tools.problem import ProblemError
@@ -194,6 +194,7 @@ def run_setup(
     problem: Problem, provider: Provider, config: RunConfig, executor: Executor, log: RunLog, console: Console
 ) -> RunSetup:
     """What a run's trajectories share, as its config decides it (the same again on a resume)."""
+    from agent.live import RichDisplay
     from agent.shared import RunSetup
 
     display = RichDisplay(console, provider.scripted)
@@ -299,126 +300,6 @@ def describe_provider(provider: Provider) -> str:
     if provider.scripted:
         return f"[yellow]scripted playback[/] of {getattr(provider, 'path', 'a trajectory')} (no model calls, zero cost)"
     return f"{provider.name} · {provider.model}"
-
-
-# --- live display --------------------------------------------------------------------------------
-
-
-def run_live(agent: Agent | ParallelRun, console: Console) -> Any:
-    from rich.live import Live
-
-    display = agent.display
-    assert isinstance(display, RichDisplay)
-    with Live(
-        display.status_line(agent.progress()), console=console, refresh_per_second=4, transient=True
-    ) as live:
-        display.live = live
-        return agent.run()
-
-
-def status_text(p: Progress) -> str:
-    minutes, seconds = divmod(int(p.elapsed_s), 60)
-    best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "—"
-    tokens = (
-        "0 tokens (scripted playback)"
-        if p.scripted
-        else f"tokens in={p.usage.tokens_in:,} out={p.usage.output_tokens:,}"
-    )
-    return f"turn {p.turn} · {p.phase} · {tokens} · ${p.cost_usd:.2f} · best {best} · {minutes}:{seconds:02d}"
-
-
-def event_lines(event: Event, scripted: bool) -> list[str]:
-    """How one logged event reads in the terminal (the seed transcript's shape)."""
-    from agent.events import TrajectoryEvent
-
-    lines = plain_event_lines(event, scripted)
-    if event.trajectory is None or isinstance(event, TrajectoryEvent):
-        return lines
-    return [f"[magenta]t{event.trajectory}[/] {line}" if line else line for line in lines]
-
-
-def plain_event_lines(event: Event, scripted: bool) -> list[str]:
-    from agent.events import (
-        BestEvent,
-        ErrorEvent,
-        ModelCallEvent,
-        ToolCallEvent,
-        TrajectoryEvent,
-        TurnEndEvent,
-    )
-
-    tag = " [yellow](scripted playback)[/]" if scripted else ""
-    if isinstance(event, TrajectoryEvent):
-        source = f" from {event.from_kernel}" if event.from_kernel else ""
-        if event.action == "started":
-            return [f"[bold magenta]trajectory {event.trajectory} started[/] ({event.kind}{source})"]
-        return [f"[bold magenta]trajectory {event.trajectory} ended[/]: {event.exit_status}: {event.message}"]
-    if isinstance(event, ModelCallEvent):
-        if event.status == "error":
-            return [f"[red]model error[/] {event.error}"]
-        lines = []
-        if event.reasoning:
-            lines += ["[dim]reasoning[/]" + tag, *indent(clip(event.reasoning))]
-        if event.text:
-            lines += ["[bold]assistant[/]" + tag, *indent(clip(event.text))]
-        if event.stop_reason not in ("tool_use", "end_turn"):
-            lines.append(f"[yellow]stop_reason: {event.stop_reason}[/]")
-        return lines
-    if isinstance(event, ToolCallEvent):
-        headline = event.summary.splitlines()[0] if event.summary else event.status
-        style = "red" if event.is_error else "green"
-        where = f" {event.kernel_path}" if event.kernel_path else ""
-        return [
-            f"call → {event.name}{where}",
-            f"[{style}]result ← {event.name} ({event.status})[/]",
-            f"  {headline}",
-        ]
-    if isinstance(event, TurnEndEvent):
-        u = event.usage
-        return [
-            f"[bold]turn {event.turn}[/]{tag} · {event.turn_seconds:.1f}s turn · {event.llm_seconds:.1f}s LLM · "
-            f"{event.tool_seconds:.1f}s tools · tokens in={u.tokens_in:,} · out={u.output_tokens:,} · total={u.total:,}",
-            "",
-        ]
-    if isinstance(event, BestEvent):
-        what = "final best (re-checked)" if event.final else "new best"
-        return [
-            f"[green]{what}: {event.speedup:.2f}x · {event.median_ms:.3f} ms ± {event.rse * 100:.1f}% · {event.kernel_path}[/]"
-        ]
-    if isinstance(event, ErrorEvent):
-        return [f"[red]error ({event.where})[/] {event.message}"]
-    return []
-
-
-def clip(text: str, lines: int = 6) -> str:
-    rows = text.strip().splitlines()
-    return "\n".join(rows[:lines] + ([f"… ({len(rows) - lines} more lines)"] if len(rows) > lines else []))
-
-
-def indent(text: str) -> list[str]:
-    from rich.markup import escape
-
-    return ["  " + escape(row) for row in text.splitlines()]
-
-
-class RichDisplay:
-    def __init__(self, console: Console, scripted: bool) -> None:
-        self.console = console
-        self.live: Any = None
-        self.scripted = scripted
-
-    def status_line(self, progress: Progress) -> RenderableType:
-        from rich.text import Text
-
-        return Text.from_markup(f"[cyan]{status_text(progress)}[/]")
-
-    def progress(self, progress: Progress) -> None:
-        if self.live is not None:
-            self.live.update(self.status_line(progress))
-
-    def event(self, event: Event) -> None:
-        for line in event_lines(event, self.scripted):
-            self.console.print(line)
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:

@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from agent import cli
-from agent.render import ShowOptions, render_ls, render_run
 from agent.report import build_report
+from agent.run_view import ShowOptions, render_ls, render_run
 from agent.rundata import overlapping_leases
 from agent.runread import list_runs, load_run
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
     from agent.budget import Budget
     from agent.events import RunConfig
     from agent.executor import Executor
+    from agent.exits import AgentExit
     from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
@@ -85,7 +86,6 @@ def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console(stderr=True, highlight=False)
-    from agent.live import run_live
     from agent.providers.base import ProviderError
     from agent.resume import CannotResume
     from tools.problem import ProblemError
@@ -300,6 +300,21 @@ def describe_provider(provider: Provider) -> str:
     if provider.scripted:
         return f"[yellow]scripted playback[/] of {getattr(provider, 'path', 'a trajectory')} (no model calls, zero cost)"
     return f"{provider.name} · {provider.model}"
+
+
+def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
+    """`run.run()` under the status line, which is gone once it returns."""
+    from rich.live import Live
+
+    from agent.live import RichDisplay
+
+    display = run.display
+    assert isinstance(display, RichDisplay)
+    with Live(
+        display.status_line(run.progress()), console=console, refresh_per_second=4, transient=True
+    ) as live:
+        display.live = live
+        return run.run()
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:

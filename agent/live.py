@@ -1,6 +1,7 @@
 """What a run shows while it runs: a status line (turn, phase, tokens, cost, best, time) kept at the
 bottom of the terminal, and each event above it as it is logged (drawn by agent.event_view, as
-`agent show` draws it). The loop talks to a `Display`; `RichDisplay` is the terminal's."""
+`agent show` draws it). The loop talks to a `Display`; `RichDisplay` is the terminal's (agent.cmd_run
+runs it under a rich Live)."""
 
 from __future__ import annotations
 
@@ -40,16 +41,6 @@ class NullDisplay:
         pass
 
 
-class Shown(Protocol):
-    """A run the terminal follows (agent.loop.Agent, agent.parallel.ParallelRun)."""
-
-    display: Display
-
-    def progress(self) -> Progress: ...
-
-    def run(self) -> Any: ...
-
-
 def status_text(p: Progress) -> str:
     minutes, seconds = divmod(int(p.elapsed_s), 60)
     best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "—"
@@ -78,16 +69,3 @@ class RichDisplay:
         view = live_view(event, self.scripted)
         if view is not None:
             self.console.print(view)
-
-
-def run_live(run: Shown, console: Console) -> Any:
-    """`run.run()` under the status line, which is gone once it returns."""
-    from rich.live import Live
-
-    display = run.display
-    assert isinstance(display, RichDisplay)
-    with Live(
-        display.status_line(run.progress()), console=console, refresh_per_second=4, transient=True
-    ) as live:
-        display.live = live
-        return run.run()

@@ -42,7 +42,7 @@ def _load(problem_path: str):  # noqa: ANN202 - returns tools.problem.Problem, i
 def run_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from agent.bench_view import bench_result
+    from agent.result_view import bench_page
     from tools.judge import benchmark
 
     problem = _load(args.problem)
@@ -67,7 +67,7 @@ def run_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(result.model_dump_json())
     else:
-        Console().print(bench_result(result))
+        Console().print(bench_page(result))
     if result.status == "harness_error":
         return EXIT_HARNESS
     return EXIT_CORRECT if result.correct else EXIT_INCORRECT

@@ -13,13 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
-    from rich.console import Console, RenderableType
+    from rich.console import Console
 
-    from agent.events import Event
-    from agent.loop import Agent, Progress
+    from agent.budget import Budget
+    from agent.events import RunConfig
+    from agent.executor import Executor
+    from agent.exits import AgentExit
+    from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
     from agent.runlog import RunLog
+    from agent.shared import RunSetup
     from tools.problem import Problem
 
 
@@ -83,18 +87,19 @@ def handle(args: argparse.Namespace) -> int:
 
     console = Console(stderr=True, highlight=False)
     from agent.providers.base import ProviderError
+    from agent.resume import CannotResume
     from tools.problem import ProblemError
 
     try:
         agent = build_agent(args, console)
-    except (UsageError, ProblemError, ProviderError) as exc:
+    except (UsageError, CannotResume, ProblemError, ProviderError) as exc:
         console.print(f"[red]error:[/] {exc}")
         return 2
     outcome = run_live(agent, console)
     console.print(final_panel(agent, str(outcome), outcome.status))
     if outcome.exit_code:
         return outcome.exit_code
-    return 0 if agent.state.best is not None else 1
+    return 0 if agent.standings.best is not None else 1
 
 
 # --- setting a run up ----------------------------------------------------------------------------
@@ -154,7 +159,7 @@ def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | No
     return requested
 
 
-def make_executor(config: Any) -> Any:
+def make_executor(config: RunConfig) -> Executor:
     if config.executor == "ray":
         try:
             from agent.ray_executor import RayExecutor
@@ -168,30 +173,39 @@ def make_executor(config: Any) -> Any:
 
 
 def new_parallel_run(
-    problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console
+    problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path, console: Console
 ) -> ParallelRun:
     from agent.parallel import ParallelRun
 
-    executor = make_executor(config)
-    log = create_log(problem, provider, config, runs_dir)
+    executor = make_executor(config)  # before the run folder: Ray may be missing
+    setup = run_setup(
+        problem, provider, config, executor, create_log(problem, provider, config, runs_dir), console
+    )
     where = f"Ray ({config.ray_address or 'local instance'})" if config.executor == "ray" else "this machine"
     gpus = f" · GPUs {','.join(map(str, config.gpus))}" if config.gpus else ""
     console.print(
-        f"run [bold]{log.dir}[/] · {describe_provider(provider)}\n"
+        f"run [bold]{setup.log.dir}[/] · {describe_provider(provider)}\n"
         f"{config.parallel} trajectories at once, {config.branches} branches · tools on {where}{gpus}"
     )
+    return ParallelRun(setup, parallel=config.parallel, branches=config.branches)
+
+
+def run_setup(
+    problem: Problem, provider: Provider, config: RunConfig, executor: Executor, log: RunLog, console: Console
+) -> RunSetup:
+    """What a run's trajectories share, as its config decides it (the same again on a resume)."""
+    from agent.live import RichDisplay
+    from agent.shared import RunSetup
+
     display = RichDisplay(console, provider.scripted)
-    return ParallelRun(
-        problem, provider, log, system_for(problem, config), budget_of(config), executor, display,
-        parallel=config.parallel, branches=config.branches,
-    )  # fmt: skip
+    return RunSetup(problem, provider, log, system_for(problem, config), budget_of(config), executor, display)
 
 
 def trajectory_path(problem: Problem) -> Path | None:
     return (problem.path.parent / problem.spec.trajectory).resolve() if problem.spec.trajectory else None
 
 
-def create_log(problem: Problem, provider: Provider, config: Any, runs_dir: Path) -> RunLog:
+def create_log(problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path) -> RunLog:
     from agent.events import RunInfo
     from agent.runlog import RunLog, collect_environment, new_run_dir
 
@@ -209,23 +223,17 @@ def create_log(problem: Problem, provider: Provider, config: Any, runs_dir: Path
     return RunLog.create(run_dir, info)
 
 
-def new_agent(problem: Problem, provider: Provider, config: Any, runs_dir: Path, console: Console) -> Agent:
-    from agent.loop import Agent, Evaluator, State
+def new_agent(
+    problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path, console: Console
+) -> Agent:
+    from agent.conversation import State
+    from agent.loop import Agent
     from agent.prompt import first_user_message
 
     log = create_log(problem, provider, config, runs_dir)
     console.print(f"run [bold]{log.dir}[/] · {describe_provider(provider)}")
     state = State(messages=[{"role": "user", "content": first_user_message(problem)}])
-    return Agent(
-        problem,
-        provider,
-        log,
-        system_for(problem, config),
-        budget_of(config),
-        state,
-        Evaluator.real(),
-        RichDisplay(console, provider.scripted),
-    )
+    return Agent(run_setup(problem, provider, config, make_executor(config), log, console), state)
 
 
 def resume_agent(args: argparse.Namespace, console: Console) -> Agent:
@@ -241,50 +249,23 @@ def reopen_agent(
     provider: Provider | None = None,
 ) -> Agent:
     """An agent continuing the run in `run_dir` exactly where its log ends."""
-    from agent.events import RunEndEvent, RunInfo
-    from agent.loop import Agent, Evaluator, state_from_log
+    from agent.loop import Agent
     from agent.providers import make_provider
-    from agent.runlog import RunLog, read_events
-    from tools.problem import load_problem
+    from agent.resume import resumable, state_from_log
+    from agent.runlog import RunLog
+    from agent.shared import Shared
 
-    if not (run_dir / "run.json").is_file():
-        raise UsageError(f"--resume {run_dir}: not a run folder (no run.json)")
-    info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
-    if info.config.parallel > 1 or info.config.executor != "local" or info.config.gpus:
-        raise UsageError(f"--resume {run_dir}: resuming a parallel or Ray run is not supported yet")
-    problem = load_problem(problem_arg or info.config.problem_path)
-    if problem.content_hash != info.problem_hash:
-        raise UsageError(
-            f"--resume: {problem.path} changed since the run started "
-            f"(hash {problem.content_hash} != {info.problem_hash})"
-        )
-    ended = [e for e in read_events(run_dir) if isinstance(e, RunEndEvent)]
-    if ended and ended[-1].exit_status == "Finished":
-        raise UsageError(f"--resume {run_dir}: the model already ended this run; start a new one")
-    if model_arg and model_arg != info.model:
-        raise UsageError(
-            f"--resume: the run used model {info.model!r}; cannot continue it with {model_arg!r}"
-        )
+    info, problem = resumable(run_dir, problem_arg, model_arg)
     if provider is None:
         trajectory = Path(info.config.trajectory) if info.config.trajectory else trajectory_path(problem)
         provider = make_provider(info.model if info.provider == "anthropic" else "scripted", trajectory)
-    updates = {k: v for k, v in (overrides or {}).items() if v is not None}
-    config = info.config.model_copy(update=updates)
+    config = info.config.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
     (run_dir / "summary.json").unlink(missing_ok=True)  # running again: a viewer must not see it as ended
     log = RunLog.reopen(run_dir)
-    state = state_from_log(problem, run_dir)
+    state, standings = state_from_log(problem, run_dir)
     console.print(f"resuming [bold]{run_dir}[/] at turn {state.turn + 1} · {describe_provider(provider)}")
-    display = RichDisplay(console, provider.scripted)
-    return Agent(
-        problem,
-        provider,
-        log,
-        system_for(problem, config),
-        budget_of(config),
-        state,
-        Evaluator.real(),
-        display,
-    )
+    setup = run_setup(problem, provider, config, make_executor(config), log, console)
+    return Agent(setup, state, Shared(standings))
 
 
 def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -296,8 +277,8 @@ def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def budget_of(config: Any) -> Any:
-    from agent.prompt import Budget
+def budget_of(config: RunConfig) -> Budget:
+    from agent.budget import Budget
 
     return Budget(
         max_turns=config.max_turns,
@@ -307,7 +288,7 @@ def budget_of(config: Any) -> Any:
     )
 
 
-def system_for(problem: Problem, config: Any) -> str:
+def system_for(problem: Problem, config: RunConfig) -> str:
     """The system prompt; the same run.json config gives the same prompt on resume."""
     from agent.prompt import system_prompt
     from tools.envinfo import hardware_summary
@@ -321,132 +302,27 @@ def describe_provider(provider: Provider) -> str:
     return f"{provider.name} · {provider.model}"
 
 
-# --- live display --------------------------------------------------------------------------------
-
-
-def run_live(agent: Agent | ParallelRun, console: Console) -> Any:
+def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
+    """`run.run()` under the status line, which is gone once it returns."""
     from rich.live import Live
 
-    display = agent.display
+    from agent.live import RichDisplay
+
+    display = run.display
     assert isinstance(display, RichDisplay)
     with Live(
-        display.status_line(agent.progress()), console=console, refresh_per_second=4, transient=True
+        display.status_line(run.progress()), console=console, refresh_per_second=4, transient=True
     ) as live:
         display.live = live
-        return agent.run()
-
-
-def status_text(p: Progress) -> str:
-    minutes, seconds = divmod(int(p.elapsed_s), 60)
-    best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "—"
-    tokens = (
-        "0 tokens (scripted playback)"
-        if p.scripted
-        else f"tokens in={p.usage.tokens_in:,} out={p.usage.output_tokens:,}"
-    )
-    return f"turn {p.turn} · {p.phase} · {tokens} · ${p.cost_usd:.2f} · best {best} · {minutes}:{seconds:02d}"
-
-
-def event_lines(event: Event, scripted: bool) -> list[str]:
-    """How one logged event reads in the terminal (the seed transcript's shape)."""
-    from agent.events import TrajectoryEvent
-
-    lines = plain_event_lines(event, scripted)
-    if event.trajectory is None or isinstance(event, TrajectoryEvent):
-        return lines
-    return [f"[magenta]t{event.trajectory}[/] {line}" if line else line for line in lines]
-
-
-def plain_event_lines(event: Event, scripted: bool) -> list[str]:
-    from agent.events import (
-        BestEvent,
-        ErrorEvent,
-        ModelCallEvent,
-        ToolCallEvent,
-        TrajectoryEvent,
-        TurnEndEvent,
-    )
-
-    tag = " [yellow](scripted playback)[/]" if scripted else ""
-    if isinstance(event, TrajectoryEvent):
-        source = f" from {event.from_kernel}" if event.from_kernel else ""
-        if event.action == "started":
-            return [f"[bold magenta]trajectory {event.trajectory} started[/] ({event.kind}{source})"]
-        return [f"[bold magenta]trajectory {event.trajectory} ended[/]: {event.exit_status}: {event.message}"]
-    if isinstance(event, ModelCallEvent):
-        if event.status == "error":
-            return [f"[red]model error[/] {event.error}"]
-        lines = []
-        if event.reasoning:
-            lines += ["[dim]reasoning[/]" + tag, *indent(clip(event.reasoning))]
-        if event.text:
-            lines += ["[bold]assistant[/]" + tag, *indent(clip(event.text))]
-        if event.stop_reason not in ("tool_use", "end_turn"):
-            lines.append(f"[yellow]stop_reason: {event.stop_reason}[/]")
-        return lines
-    if isinstance(event, ToolCallEvent):
-        headline = event.summary.splitlines()[0] if event.summary else event.status
-        style = "red" if event.is_error else "green"
-        where = f" {event.kernel_path}" if event.kernel_path else ""
-        return [
-            f"call → {event.name}{where}",
-            f"[{style}]result ← {event.name} ({event.status})[/]",
-            f"  {headline}",
-        ]
-    if isinstance(event, TurnEndEvent):
-        u = event.usage
-        return [
-            f"[bold]turn {event.turn}[/]{tag} · {event.turn_seconds:.1f}s turn · {event.llm_seconds:.1f}s LLM · "
-            f"{event.tool_seconds:.1f}s tools · tokens in={u.tokens_in:,} · out={u.output_tokens:,} · total={u.total:,}",
-            "",
-        ]
-    if isinstance(event, BestEvent):
-        what = "final best (re-checked)" if event.final else "new best"
-        return [
-            f"[green]{what}: {event.speedup:.2f}x · {event.median_ms:.3f} ms ± {event.rse * 100:.1f}% · {event.kernel_path}[/]"
-        ]
-    if isinstance(event, ErrorEvent):
-        return [f"[red]error ({event.where})[/] {event.message}"]
-    return []
-
-
-def clip(text: str, lines: int = 6) -> str:
-    rows = text.strip().splitlines()
-    return "\n".join(rows[:lines] + ([f"… ({len(rows) - lines} more lines)"] if len(rows) > lines else []))
-
-
-def indent(text: str) -> list[str]:
-    from rich.markup import escape
-
-    return ["  " + escape(row) for row in text.splitlines()]
-
-
-class RichDisplay:
-    def __init__(self, console: Console, scripted: bool) -> None:
-        self.console = console
-        self.live: Any = None
-        self.scripted = scripted
-
-    def status_line(self, progress: Progress) -> RenderableType:
-        from rich.text import Text
-
-        return Text.from_markup(f"[cyan]{status_text(progress)}[/]")
-
-    def progress(self, progress: Progress) -> None:
-        if self.live is not None:
-            self.live.update(self.status_line(progress))
-
-    def event(self, event: Event) -> None:
-        for line in event_lines(event, self.scripted):
-            self.console.print(line)
+        return run.run()
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
-    s = agent.state
-    best = f"{s.best.speedup:.2f}x ({agent.log.dir / 'best.py'})" if s.best else "no correct kernel"
+    s, best_kernel = agent.state, agent.standings.best
+    best = f"{best_kernel.speedup:.2f}x ({agent.log.dir / 'best.py'})" if best_kernel else "no correct kernel"
     tokens = (
         "0 tokens, $0.00 (scripted playback)"
-        if agent.provider.scripted
+        if agent.setup.provider.scripted
         else (
             f"tokens in={s.usage.tokens_in:,} out={s.usage.output_tokens:,} (thinking {s.usage.thinking_tokens:,}), ${s.cost_usd:.2f}"
         )

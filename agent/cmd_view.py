@@ -9,16 +9,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from agent.cmd_run import positive_int
 from agent.runread import RunReadError, list_runs, load_run, resolve_run
 
 DEFAULT_RUNS_DIR = "runs"
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -54,7 +48,7 @@ def fail(message: str) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agent.render import ShowOptions, render_run
+    from agent.run_view import ShowOptions, render_run
 
     try:
         run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
@@ -77,7 +71,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from agent.render import render_ls
+    from agent.run_view import render_ls
 
     try:
         listings = list_runs(args.runs_dir)

@@ -90,28 +90,25 @@ class TurnEndEvent(BaseEvent):
     usage: Usage = Field(default_factory=Usage)
     cost_usd: float = 0.0
 
-    @property
-    def tokens_in(self) -> int:
-        return self.usage.tokens_in
 
-    @property
-    def tokens_out(self) -> int:
-        return self.usage.output_tokens
+class TimedKernel(BaseModel):
+    """A correct kernel as one benchmark timed it: the record the best is kept as, everywhere (the loop's
+    best and re-check candidates, the best event, best.json)."""
 
-    @property
-    def tokens_total(self) -> int:
-        return self.usage.total
+    turn: int
+    kernel_path: str = Field(description="the candidate's own file under kernels/, relative to the run dir")
+    speedup: float
+    median_ms: float = Field(description="its median at the primary timed shape")
+    rse: float = Field(description="that median's relative standard error")
 
 
-class BestEvent(BaseEvent):
+class _BestTag(BaseEvent):  # the tag before the kernel's fields, as the log has always had it
+    event: Literal["best"] = "best"
+
+
+class BestEvent(TimedKernel, _BestTag):
     """A new best kernel (or the winner of the final re-check when `final` is set)."""
 
-    event: Literal["best"] = "best"
-    turn: int
-    kernel_path: str
-    speedup: float
-    median_ms: float
-    rse: float
     final: bool = False
 
 
@@ -172,6 +169,13 @@ def parse_event(line: str) -> Event:
     return EVENT_ADAPTER.validate_json(line)
 
 
+class Versioned(BaseModel):
+    """A record file (run.json, summary.json, best.json): the format it was written in comes first."""
+
+    model_config = ConfigDict(extra="ignore")
+    format_version: int = FORMAT_VERSION
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
     problem_path: str
@@ -200,11 +204,9 @@ class RunEnvironment(BaseModel):
     harness_sha: str = ""
 
 
-class RunInfo(BaseModel):
+class RunInfo(Versioned):
     """`run.json`, written once when the run starts."""
 
-    model_config = ConfigDict(extra="ignore")
-    format_version: int = FORMAT_VERSION
     run_id: str
     started_at: str = Field(default_factory=utc_now)
     problem: str
@@ -216,11 +218,9 @@ class RunInfo(BaseModel):
     environment: RunEnvironment = Field(default_factory=RunEnvironment)
 
 
-class RunSummary(BaseModel):
+class RunSummary(Versioned):
     """`summary.json`, written when the run ends (a killed run has none; its heartbeat goes stale)."""
 
-    model_config = ConfigDict(extra="ignore")
-    format_version: int = FORMAT_VERSION
     exit_status: str
     message: str = ""
     turns: int
@@ -235,16 +235,9 @@ class RunSummary(BaseModel):
     ended_at: str = Field(default_factory=utc_now)
 
 
-class BestRecord(BaseModel):
+class BestRecord(TimedKernel, Versioned):
     """`best.json`, beside `best.py`: the fastest correct kernel so far (after the run: the re-check winner)."""
 
-    model_config = ConfigDict(extra="ignore")
-    format_version: int = FORMAT_VERSION
-    turn: int
-    kernel_path: str = Field(description="the candidate's own file under kernels/, relative to the run dir")
-    speedup: float
-    median_ms: float
-    rse: float
     final: bool = False
     bench: dict[str, Any] = Field(default_factory=dict, description="the BenchResult that chose it")
 

@@ -1,11 +1,12 @@
 """Where compiles and evaluations run, for one run with any number of trajectories.
 
-Two layers:
+Two layers, the one evaluation port of every run (single, parallel, Ray):
 - an `Evaluator` does one compile or one evaluation: `compile(problem, code)` and
-  `evaluate(problem, code, gpu)`. `LocalEvaluator` calls the harness's public API (tools.compile_kernel,
-  tools.benchmark), whose child processes do the isolation; a warm-worker evaluator fits the same protocol.
+  `evaluate(problem, code, gpu)`. `LocalEvaluator` calls the harness's public API (tools.judge's
+  compile_kernel and benchmark), whose child processes do the isolation.
 - an `Executor` decides when and where: `LeasedExecutor` (this machine: a compile slot, then a timing
   lease, see agent.leases) or `agent.ray_executor.RayExecutor` (a Ray cluster's resources do the leasing).
+  Each reports its leases to `on_event`; the run log records them.
 
 A benchmark is always compile-then-time: the compile runs under a compile lease and fills the
 content-keyed build cache, so the evaluation's own import is a cache hit and the timing lease is held for
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from agent.events import LeaseEvent
 from agent.leases import Leases
@@ -55,27 +57,6 @@ class LocalEvaluator:
         kill_all_children()
 
 
-class Executor(Protocol):
-    on_event: Callable[[LeaseEvent], None]
-
-    def compile(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
-    ) -> CompileResult: ...
-
-    def benchmark(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        seed: int | None = None,
-        kernel_path: str | None = None,
-    ) -> BenchResult: ...
-
-    def kill_all(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
 def not_compiled(problem: Problem, compiled: CompileResult) -> BenchResult:
     """The benchmark's verdict on a kernel whose compile failed (what benchmark() itself would say)."""
     return BenchResult(
@@ -99,13 +80,52 @@ def ignore_event(event: LeaseEvent) -> None:
     pass
 
 
-class LeasedExecutor:
+class Executor(ABC):
+    """Where a run's compiles and benchmarks run, and when. A benchmark is compile (filling the build
+    cache), then the evaluation of what compiled; leases taken go to `on_event`."""
+
+    def __init__(self) -> None:
+        self.on_event: Callable[[LeaseEvent], None] = ignore_event
+
+    @abstractmethod
+    def compile(
+        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+    ) -> CompileResult: ...
+
+    @abstractmethod
+    def evaluate_compiled(
+        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
+    ) -> BenchResult: ...
+
+    def benchmark(
+        self,
+        problem: Problem,
+        code: str,
+        trajectory: int | None = None,
+        seed: int | None = None,
+        kernel_path: str | None = None,
+    ) -> BenchResult:
+        compiled = self.compile(problem, code, trajectory, kernel_path)
+        if not needs_timing(compiled):
+            return not_compiled(problem, compiled)
+        return self.evaluate_compiled(problem, code, trajectory, seed, kernel_path)
+
+    @abstractmethod
+    def kill_all(self) -> None:
+        """Kill what is running now (Ctrl-C)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """The run has ended: give back what the executor holds."""
+
+
+class LeasedExecutor(Executor):
     """This machine: compiles on the CPU pool, evaluations one per GPU (or alone on the host)."""
 
     def __init__(self, leases: Leases, evaluator: Evaluator | None = None) -> None:
+        super().__init__()
         self.leases = leases
         self.evaluator: Evaluator = evaluator or LocalEvaluator()
-        self.on_event: Callable[[LeaseEvent], None] = ignore_event
         self._building: dict[str, threading.Lock] = {}
         self._building_lock = threading.Lock()
 
@@ -121,17 +141,9 @@ class LeasedExecutor:
         with self._building_lock:
             return self._building.setdefault(key, threading.Lock())
 
-    def benchmark(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        seed: int | None = None,
-        kernel_path: str | None = None,
+    def evaluate_compiled(
+        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
     ) -> BenchResult:
-        compiled = self.compile(problem, code, trajectory, kernel_path)
-        if not needs_timing(compiled):
-            return not_compiled(problem, compiled)
         with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
             return self.evaluator.evaluate(problem, code, gpu, seed=seed)
 
@@ -139,18 +151,4 @@ class LeasedExecutor:
         self.evaluator.kill_all()
 
     def close(self) -> None:
-        pass
-
-
-def loop_evaluator(executor: Executor, trajectory: int | None) -> Any:
-    """The agent loop's `Evaluator` (agent.loop) for one trajectory, going through `executor`."""
-    from agent.loop import Evaluator as LoopEvaluator
-
-    def benchmark(problem: Problem, code: str, seed: int | None = None, **_: Any) -> BenchResult:
-        return executor.benchmark(problem, code, trajectory, seed=seed)
-
-    return LoopEvaluator(
-        compile=lambda problem, code: executor.compile(problem, code, trajectory),
-        benchmark=benchmark,
-        kill_all_children=executor.kill_all,
-    )
+        pass  # the leases live as long as the executor; nothing to give back

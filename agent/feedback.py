@@ -6,26 +6,12 @@ results are cut down to it when the context is bounded, so it has to stand alone
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from pydantic import BaseModel
-
+from agent.events import TimedKernel
 from tools.results import BenchResult, CaseResult, CompileResult, ShapeTiming, TimingStats
 
 MAX_ERRORS = 12
 OUTPUT_HEAD = 1500
 OUTPUT_TAIL = 1500
-
-
-class BestSoFar(BaseModel):
-    """The kernel `best.py` holds, as the loop tracks it."""
-
-    turn: int
-    kernel_path: str
-    speedup: float
-    median_ms: float
-    rse: float
 
 
 def head_tail(text: str, head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> str:
@@ -106,7 +92,7 @@ def _case_line(c: CaseResult) -> str:
     )
 
 
-def _best_line(best: BestSoFar | None, improved: bool) -> str:
+def _best_line(best: TimedKernel | None, improved: bool) -> str:
     if best is None:
         return "Best so far: none correct yet."
     mark = " (this kernel: new best)" if improved else ""
@@ -127,7 +113,7 @@ def bench_headline(result: BenchResult) -> str:
     return f"benchmark FAILED ({result.status}): {first}"
 
 
-def bench_text(result: BenchResult, best: BestSoFar | None, improved: bool) -> str:
+def bench_text(result: BenchResult, best: TimedKernel | None, improved: bool) -> str:
     lines = [bench_headline(result)]
     if result.compile is not None and not result.compile.ok:
         lines += compile_text(result.compile).splitlines()[1:]
@@ -149,68 +135,3 @@ def bench_text(result: BenchResult, best: BestSoFar | None, improved: bool) -> s
         lines.append(head_tail(result.message))
     lines.append(_best_line(best, improved))
     return "\n".join(lines)
-
-
-# --- keeping the context bounded -------------------------------------------------------------------
-# The history is kept whole (and logged whole); what is *sent* is this view of it. Messages older than
-# the last few turns lose their bulk: tool results keep their headline, kernels sent in tool calls are
-# replaced by a one-line note (a later kernel supersedes them), thinking blocks are dropped (the API only
-# needs those of the latest assistant turn) and long texts keep head and tail. A pure function of the
-# history, so a resumed run sends exactly what the uninterrupted one would have.
-
-KEEP_RECENT_TURNS = 3
-OLD_TEXT_CHARS = 1200
-MAX_SENT_CHARS = 240_000  # ~60k tokens: past this, the oldest turns are left out altogether
-
-
-def _short_tool_result(block: dict[str, Any]) -> dict[str, Any]:
-    content = block.get("content")
-    text = content if isinstance(content, str) else "\n".join(c.get("text", "") for c in content or [])
-    headline = text.strip().splitlines()[0] if text.strip() else ""
-    return {**block, "content": f"{headline} [older result: details omitted]"}
-
-
-def _short_tool_use(block: dict[str, Any]) -> dict[str, Any]:
-    code = (block.get("input") or {}).get("kernel_code")
-    if not isinstance(code, str):
-        return block
-    note = f"[earlier kernel, {code.count(chr(10)) + 1} lines: omitted, superseded by later versions]"
-    return {**block, "input": {**block["input"], "kernel_code": note}}
-
-
-def _short_block(block: dict[str, Any]) -> dict[str, Any] | None:
-    kind = block.get("type")
-    if kind in ("thinking", "redacted_thinking"):
-        return None
-    if kind == "tool_use":
-        return _short_tool_use(block)
-    if kind == "tool_result":
-        return _short_tool_result(block)
-    if kind == "text" and len(block.get("text", "")) > OLD_TEXT_CHARS:
-        return {**block, "text": head_tail(block["text"], OLD_TEXT_CHARS // 2, OLD_TEXT_CHARS // 2)}
-    return block
-
-
-def _short_message(message: dict[str, Any]) -> dict[str, Any]:
-    content = message["content"]
-    if isinstance(content, str):
-        return message
-    blocks = [b for b in (_short_block(b) for b in content) if b is not None]
-    return {**message, "content": blocks or [{"type": "text", "text": "[omitted]"}]}
-
-
-def bounded_messages(
-    messages: list[dict[str, Any]], keep_recent: int = KEEP_RECENT_TURNS, max_chars: int = MAX_SENT_CHARS
-) -> list[dict[str, Any]]:
-    """The conversation to send: whole for the last `keep_recent` assistant turns, shortened before;
-    if still over `max_chars`, the oldest (assistant, user) pairs after the task are left out."""
-    assistant_at = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    if len(assistant_at) <= keep_recent:
-        return messages
-    cutoff = assistant_at[-keep_recent]
-    # the first user message (the task) stays whole; it is short and part of the cached prefix
-    sent = [m if i == 0 or i >= cutoff else _short_message(m) for i, m in enumerate(messages)]
-    while len(json.dumps(sent)) > max_chars and cutoff > 3 and sent[1]["role"] == "assistant":
-        del sent[1:3]
-        cutoff -= 2
-    return sent

@@ -1,4 +1,4 @@
-"""The system prompt and the tool definitions offered to the model.
+"""The system prompt and the run's opening message (the tools offered are agent.toolbox's records).
 
 The prompt is built once per run from the problem spec (it never changes mid-run, so it caches):
 the task, the reference source, the `ModelNew` contract, precision and tolerance, the library policy,
@@ -7,55 +7,11 @@ the correctness cases and timed shapes, the hardware, the tools and the budget.
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel
-
+from agent import toolbox
+from agent.budget import Budget
 from tools.problem import Case, Problem, TimingShape
 
-KERNEL_CODE = {
-    "type": "string",
-    "description": "The complete Python module: imports, the extension source, its build call and ModelNew.",
-}
-
-TOOLS: list[dict[str, Any]] = [
-    {
-        "name": "compile_kernel",
-        "description": (
-            "Import your module in a fresh process, which builds its extension(s). Returns compiler errors "
-            "at your module's line numbers, or the built kernels' resources. Cheaper than benchmark when "
-            "you only want to know whether it builds; it checks nothing about correctness."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"kernel_code": KERNEL_CODE},
-            "required": ["kernel_code"],
-        },
-    },
-    {
-        "name": "benchmark",
-        "description": (
-            "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
-            "call), then time the timed shapes against the reference. Returns failing cases with their "
-            "errors, timings with their spread, the speedup, and the best kernel so far."
-        ),
-        "input_schema": {
-            "type": "object",
-            "properties": {"kernel_code": KERNEL_CODE},
-            "required": ["kernel_code"],
-        },
-    },
-]
-
-
 LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}
-
-
-class Budget(BaseModel):
-    max_turns: int | None = None
-    max_cost_usd: float | None = None
-    max_minutes: float | None = None
-    target_speedup: float | None = None
 
 
 def _sizes(sizes: dict[str, int]) -> str:
@@ -162,9 +118,9 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
         + "\n".join(_case_line(c) for c in spec.correctness),
         "## Timed shapes\n" + "\n".join(_shape_line(t) for t in spec.timing),
         f"## Hardware\n{hardware.strip()}",
-        "## Tools\n- compile_kernel(kernel_code): does it build? errors at your line numbers.\n"
-        "- benchmark(kernel_code): correctness on every case, then timings and the speedup.\n"
-        "Every tool call takes the whole module. The fastest correct kernel you benchmark is kept as the "
+        "## Tools\n"
+        + "\n".join(toolbox.prompt_lines())
+        + "\nEvery tool call takes the whole module. The fastest correct kernel you benchmark is kept as the "
         "result; it is replaced only by one faster beyond the measured spread.",
         "## Budget\n" + "\n".join(_budget_lines(budget)),
     ]

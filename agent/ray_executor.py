@@ -20,13 +20,12 @@ import itertools
 import os
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from agent.events import LeaseEvent
-from agent.executor import ignore_event, needs_timing, not_compiled
+from agent.executor import Executor
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
 
@@ -103,10 +102,11 @@ def iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="milliseconds")
 
 
-class RayExecutor:
+class RayExecutor(Executor):
     def __init__(self, address: str | None = None, *, timing_cpus: int | None = None) -> None:
         import ray
 
+        super().__init__()
         connect(address)
         self._ray = ray
         self._compile = ray.remote(remote_compile).options(num_cpus=1, max_retries=0)
@@ -115,7 +115,6 @@ class RayExecutor:
         self._in_flight: set[Any] = set()
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self.on_event: Callable[[LeaseEvent], None] = ignore_event
 
     def _call(self, task: Any, *args: Any) -> dict[str, Any]:
         ref = task.remote(*args)
@@ -151,17 +150,9 @@ class RayExecutor:
         self._record("compile", task, trajectory, kernel_path)
         return CompileResult.model_validate_json(task["payload"])
 
-    def benchmark(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        seed: int | None = None,
-        kernel_path: str | None = None,
+    def evaluate_compiled(
+        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
     ) -> BenchResult:
-        compiled = self.compile(problem, code, trajectory, kernel_path)
-        if not needs_timing(compiled):
-            return not_compiled(problem, compiled)
         if problem.spec.device == "cuda":
             task_fn = self._evaluate.options(num_gpus=1, num_cpus=1, max_retries=0)
         else:

@@ -21,6 +21,7 @@ from agent.events import (
     BestRecord,
     Event,
     Heartbeat,
+    RunEndEvent,
     RunEnvironment,
     RunInfo,
     RunSummary,
@@ -64,20 +65,36 @@ def collect_environment(problem: Problem) -> RunEnvironment:
     )
 
 
-def read_events(run_dir: Path) -> list[Event]:
-    """Every complete event; a torn last line (the process was killed mid-write) is skipped."""
+def read_events(run_dir: Path, notes: list[str] | None = None) -> list[Event]:
+    """Every event of a run that parses, in log order: the one reader of events.jsonl. A torn last line
+    (the process was killed mid-write) or an unreadable middle one is skipped, and said in `notes`."""
+    notes = [] if notes is None else notes
     path = run_dir / "events.jsonl"
     if not path.is_file():
+        notes.append("events.jsonl is missing: the run wrote no events")
         return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
     events: list[Event] = []
-    for line in path.read_text().splitlines():
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             events.append(parse_event(line))
-        except ValidationError:
-            continue
+        except ValidationError as exc:
+            if number == len(lines):
+                notes.append(f"events.jsonl line {number} is truncated (the writer was cut off); ignored")
+            else:
+                notes.append(f"events.jsonl line {number} is unreadable ({first_error(exc)}); skipped")
     return events
+
+
+def first_error(exc: ValidationError) -> str:
+    """A validation error in one line: where, then what."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else err["msg"]
 
 
 class RunLog:
@@ -135,8 +152,11 @@ class RunLog:
         for name in ("best.py", "best.json"):
             (self.dir / name).unlink(missing_ok=True)
 
-    def write_summary(self, summary: RunSummary) -> None:
+    def end(self, summary: RunSummary) -> None:
+        """The run's last event, its summary, and the heartbeat's last word."""
+        self.append(RunEndEvent(exit_status=summary.exit_status, message=summary.message))
         write_model(self.dir / "summary.json", summary)
+        self.close()
 
     # heartbeat: a viewer tells a live run from a killed one by its age
     def set_phase(self, phase: str) -> None:

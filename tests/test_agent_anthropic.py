@@ -21,9 +21,10 @@ import pytest
 from rich.console import Console
 
 from agent.cmd_run import new_agent, reopen_agent
+from agent.conversation import MAX_TOKENS_NOTE, bounded_messages
 from agent.events import ErrorEvent, ModelCallEvent, RunConfig, RunSummary, ToolCallEvent, Usage
-from agent.feedback import bounded_messages
-from agent.loop import MAX_TOKENS_NOTE, Agent
+from agent.executor import LocalEvaluator
+from agent.loop import Agent
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import ProviderError
 from agent.providers.pricing import PRICES, cost_usd
@@ -466,12 +467,13 @@ def test_resume_after_kill_sends_the_request_the_run_would_have_sent(
 def test_a_harness_fault_is_logged_and_told_to_the_model_not_a_crash(
     problem: Problem, tmp_path: Path
 ) -> None:
-    def broken_compile(problem: Problem, code: str) -> CompileResult:
-        raise OSError("disk full while writing the job folder")
+    class BrokenCompile(LocalEvaluator):
+        def compile(self, problem: Problem, code: str) -> CompileResult:
+            raise OSError("disk full while writing the job folder")
 
     server = Server([broken_tool_use(1), end_turn()])
     agent = make_agent(problem, provider(server), tmp_path)
-    agent.evaluator = agent.evaluator.model_copy(update={"compile": broken_compile})
+    agent.setup.executor.evaluator = BrokenCompile()  # type: ignore[attr-defined]
     outcome = agent.run()
     assert outcome.status == "Finished"
     events = read_events(agent.log.dir)

@@ -3,7 +3,8 @@ in the middle, failing cases with their errors, timings with spread, the best so
 
 from __future__ import annotations
 
-from agent.feedback import BestSoFar, bench_text, compile_text, head_tail
+from agent.events import TimedKernel
+from agent.feedback import bench_text, compile_text, head_tail
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
 
 
@@ -57,7 +58,7 @@ def test_benchmark_text_names_failing_cases_timings_and_best() -> None:
             ),
         ],
     )
-    best = BestSoFar(turn=2, kernel_path="kernels/002.py", speedup=1.6, median_ms=300.0, rse=0.01)
+    best = TimedKernel(turn=2, kernel_path="kernels/002.py", speedup=1.6, median_ms=300.0, rse=0.01)
     text = bench_text(result, best, improved=False)
     assert text.splitlines()[0].startswith("benchmark INCORRECT: 1 of 2 cases failed")
     assert "long_memory FAILED (seq_len=2100): max_abs_err 0.00044; rel_l2 1.6e-06; 9/268800 elements" in text
@@ -75,7 +76,7 @@ def test_benchmark_text_of_a_correct_kernel() -> None:
         speedup=4.0,
     )
     result = BenchResult(status="ok", correct=True, speedup=4.0, message="ok", timings=[timing])
-    best = BestSoFar(turn=3, kernel_path="kernels/003.py", speedup=4.0, median_ms=100.0, rse=0.02)
+    best = TimedKernel(turn=3, kernel_path="kernels/003.py", speedup=4.0, median_ms=100.0, rse=0.02)
     text = bench_text(result, best, improved=True)
     assert text.splitlines()[0] == "benchmark CORRECT: 4.00x the reference's speed."
     assert "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference 400.000 ms ± 1.0% -> 4.00x" in text
@@ -83,9 +84,9 @@ def test_benchmark_text_of_a_correct_kernel() -> None:
 
 
 def test_best_is_replaced_only_beyond_the_measured_spread() -> None:
-    from agent.loop import beats
+    from agent.best import beats
 
-    best = BestSoFar(turn=1, kernel_path="kernels/001.py", speedup=2.0, median_ms=100.0, rse=0.02)
+    best = TimedKernel(turn=1, kernel_path="kernels/001.py", speedup=2.0, median_ms=100.0, rse=0.02)
     assert beats(100.0, 0.02, None)
     assert not beats(97.0, 0.02, best)  # 3% faster, inside 2 standard errors of both medians
     assert beats(90.0, 0.01, best)

@@ -16,7 +16,7 @@ import pytest
 from agent.events import LeaseEvent
 from agent.executor import LeasedExecutor
 from agent.leases import Leases
-from agent.runread import LeaseSpan, lease_spans, overlapping_leases
+from agent.rundata import LeaseSpan, lease_spans, overlapping_leases
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 

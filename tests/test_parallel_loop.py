@@ -9,15 +9,17 @@ from pathlib import Path
 
 import pytest
 
+from agent.budget import Budget
 from agent.events import BestRecord, RunConfig, ToolCallEvent
 from agent.executor import LeasedExecutor
 from agent.leases import Leases
-from agent.loop import NullDisplay
+from agent.live import NullDisplay
 from agent.parallel import ParallelRun
-from agent.prompt import Budget
 from agent.providers.scripted import ScriptedProvider
+from agent.rundata import overlapping_leases
 from agent.runlog import RunLog
-from agent.runread import load_run, overlapping_leases
+from agent.runread import load_run
+from agent.shared import RunSetup
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult, ShapeTiming, TimingStats
 
@@ -64,10 +66,8 @@ def run_parallel(tmp_path: Path, parallel: int, branches: int, max_turns: int | 
     )  # fmt: skip
     log: RunLog = create_log(problem, provider, config, tmp_path)
     executor = LeasedExecutor(Leases(gpus=None, compile_slots=2), FixedTimeEvaluator())
-    run = ParallelRun(
-        problem, provider, log, "system", Budget(max_turns=max_turns), executor, NullDisplay(),
-        parallel=parallel, branches=branches,
-    )  # fmt: skip
+    setup = RunSetup(problem, provider, log, "system", Budget(max_turns=max_turns), executor, NullDisplay())
+    run = ParallelRun(setup, parallel=parallel, branches=branches)
     run.run()
     return run
 
@@ -89,7 +89,7 @@ def test_samples_share_one_best_and_a_branch_continues_after_it(tmp_path: Path) 
     assert best.final
     assert best.speedup == 10.0
     assert "scan_blocked" in (run.log.dir / "best.py").read_text()
-    assert run.state.best is not None
+    assert run.standings.best is not None
     assert data.summary is not None
     assert data.summary.turns == sum(len(t.turns) for t in data.trajectories)
     assert overlapping_leases(data.leases, cpu_problem=True) == []

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 from agent import cli
+from agent.best import SPREAD_SIGMAS
 from agent.events import BestEvent, BestRecord, RunInfo
-from agent.loop import SPREAD_SIGMAS
-from agent.runread import RunData, load_run, overlapping_leases
+from agent.rundata import RunData, overlapping_leases
+from agent.runread import load_run
 from tests.test_agent_e2e import alive, descendants
 
 pytestmark = pytest.mark.slow

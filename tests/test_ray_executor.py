@@ -16,7 +16,8 @@ import pytest
 from agent.events import RunConfig
 from agent.executor import LeasedExecutor
 from agent.leases import Leases
-from agent.runread import load_run, overlapping_leases
+from agent.rundata import overlapping_leases
+from agent.runread import load_run
 from tests.candidates import scan_variants
 from tools.problem import load_problem
 from tools.results import BenchResult
@@ -82,9 +83,10 @@ def test_ray_gives_the_local_verdicts(ray_executor: object) -> None:
 
 def test_a_parallel_scripted_run_through_ray(ray_executor: object, tmp_path: Path) -> None:
     from agent.cmd_run import budget_of, create_log, system_for
-    from agent.loop import NullDisplay
+    from agent.live import NullDisplay
     from agent.parallel import ParallelRun
     from agent.providers import make_provider
+    from agent.shared import RunSetup
 
     problem = load_problem(PLAYBACK)
     provider = make_provider("scripted", PLAYBACK.parent / "scan_tiny_playback" / "trajectory.yaml")
@@ -93,10 +95,11 @@ def test_a_parallel_scripted_run_through_ray(ray_executor: object, tmp_path: Pat
         branches=0, executor="ray",
     )  # fmt: skip
     log = create_log(problem, provider, config, tmp_path)
-    run = ParallelRun(
+    setup = RunSetup(
         problem, provider, log, system_for(problem, config), budget_of(config), ray_executor,  # type: ignore[arg-type]
-        NullDisplay(), parallel=2, branches=0,
+        NullDisplay(),
     )  # fmt: skip
+    run = ParallelRun(setup, parallel=2, branches=0)
     outcome = run.run()
     assert outcome.status == "TurnLimit", str(outcome)
     data = load_run(log.dir)

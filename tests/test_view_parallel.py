@@ -9,9 +9,10 @@ import pytest
 from rich.console import Console
 
 from agent import cli
-from agent.render import ShowOptions, render_ls, render_run
 from agent.report import build_report
-from agent.runread import list_runs, load_run, overlapping_leases
+from agent.run_view import ShowOptions, render_ls, render_run
+from agent.rundata import overlapping_leases
+from agent.runread import list_runs, load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 PARALLEL = RUNS / "20261129T140000Z-selective_scan_cpu-9a7a11"

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 
 from agent.events import Heartbeat, RunInfo
-from agent.render import ShowOptions, render_ls, render_run
+from agent.run_view import ShowOptions, render_ls, render_run
 from agent.runread import list_runs, load_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"

@@ -16,8 +16,10 @@ from pathlib import Path
 import pytest
 
 from agent.events import ToolCallEvent
-from agent.report import LLM_COLOR, TOOL_COLOR, build_report, write_report
-from agent.runread import RunData, load_run
+from agent.report import build_report, write_report
+from agent.report_charts import LLM_COLOR, TOOL_COLOR
+from agent.rundata import RunData
+from agent.runread import load_run
 from tools.results import BenchResult
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"

@@ -1,5 +1,6 @@
 """Model providers behind one protocol (`base.Provider`): Claude via the anthropic SDK, or a scripted
-playback of a trajectory file. `resolve` turns the command line's `--model` into one of them."""
+playback of a trajectory file. `choose_model` picks the model for the command line's `--model` (or its
+absence), `make_provider` makes the provider for it."""
 
 from __future__ import annotations
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from agent import toolbox
 from agent.providers.base import Block, Message, ModelReply, ProviderError
 
 SCRIPTED_MODEL = "scripted"
@@ -26,8 +27,16 @@ SIGNATURE = "scripted-playback"
 
 class ScriptedToolCall(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: Literal["compile_kernel", "benchmark"]
+    name: str
     kernel_file: str
+
+    @field_validator("name")
+    @classmethod
+    def offered(cls, name: str) -> str:
+        offered = [t.name for t in toolbox.OFFERED]
+        if name not in offered:
+            raise ValueError(f"{name!r} is not a tool the model is offered ({', '.join(offered)})")
+        return name
 
 
 class ScriptedStep(BaseModel):

@@ -1,0 +1,168 @@
+"""The best kernel of a run: which result counts, when it replaces the best, and the final re-check.
+
+A new best must beat the old beyond the measured spread (`beats`). `Standings` holds the best and every
+correct kernel timed; the trajectories of a parallel run share one, so a comparison and its claim are one
+step under its lock, and best.py is written in the order bests were claimed, never a stale one. When the
+run ends, the top candidates are re-benchmarked with fresh seeds and more repetitions; the fastest that
+stays correct is the final best (`final_recheck`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from agent.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
+from agent.exits import AgentExit, Interrupted
+from agent.runlog import RunLog
+from agent.toolbox import FINAL_RECHECK, ToolJob, logged_call
+from tools.results import BenchResult
+
+if TYPE_CHECKING:  # agent.shared holds the Standings
+    from agent.shared import RunSetup
+
+SPREAD_SIGMAS = 2.0  # a new best must beat the old by this many standard errors of both medians
+RECHECK_TOP = 3  # candidates re-benchmarked at the end ...
+RECHECK_WITHIN = 0.75  # ... among those within this fraction of the best speedup
+
+
+class Recorder(Protocol):
+    """Where events and phases go: a trajectory (agent.loop.Agent) or a parallel run's own end."""
+
+    def record(self, event: Event) -> None: ...
+
+    def set_phase(self, phase: str) -> None: ...
+
+
+def timed_kernel(result: BenchResult, turn: int, kernel_path: str) -> TimedKernel | None:
+    """The kernel as this benchmark timed it; None unless it is correct and has a primary timing."""
+    timing = result.primary_timing
+    if not (result.correct and result.speedup is not None and timing and timing.candidate):
+        return None
+    stats = timing.candidate
+    return TimedKernel(
+        turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse
+    )
+
+
+def beats(median_ms: float, rse: float, best: TimedKernel | None) -> bool:
+    if best is None:
+        return True
+    spread = SPREAD_SIGMAS * (median_ms * rse + best.median_ms * best.rse)
+    return median_ms + spread < best.median_ms
+
+
+def best_event(record: BestRecord) -> BestEvent:
+    return BestEvent(**record.model_dump(include=set(TimedKernel.model_fields)), final=record.final)
+
+
+class Standings:
+    """The best kernel and every correct one timed (the re-check's shortlist); every read-modify-write
+    holds `lock`, since the trajectories of a parallel run share one."""
+
+    def __init__(self, best: TimedKernel | None = None, candidates: list[TimedKernel] | None = None) -> None:
+        self.lock = threading.RLock()
+        self.best = best
+        self.candidates = list(candidates or [])
+        self._claimed: BestRecord | None = None
+
+    def add(self, kernel: TimedKernel) -> None:
+        with self.lock:
+            self.candidates.append(kernel)
+
+    def claim(self, kernel: TimedKernel | None, result: BenchResult) -> BestRecord | None:
+        """The record for a new best.py if `kernel` beats the best beyond the spread. It is the best from
+        now on (another trajectory compares against it); `publish` writes it out."""
+        with self.lock:
+            if kernel is None or not beats(kernel.median_ms, kernel.rse, self.best):
+                return None
+            self.best = kernel
+            self._claimed = BestRecord(**kernel.model_dump(), bench=result.model_dump(mode="json"))
+            return self._claimed
+
+    def publish(self, record: BestRecord, write: Callable[[BestRecord], None]) -> None:
+        """`write` the claimed record, unless a later claim superseded it (that one is written instead)."""
+        with self.lock:
+            if self._claimed is record:
+                write(record)
+
+    def crown(self, record: BestRecord | None, write: Callable[[BestRecord], None]) -> None:
+        """Make `record` the best and write it (the re-check's winner); None: there is no best."""
+        with self.lock:
+            self.best = TimedKernel.model_validate(record.model_dump()) if record else None
+            self._claimed = record
+            if record is not None:
+                write(record)
+
+    def shortlist(self) -> list[TimedKernel]:
+        """What the final re-check measures again: the fastest few distinct kernels near the best."""
+        with self.lock:
+            if self.best is None:
+                return []
+            floor = RECHECK_WITHIN * self.best.speedup
+            ranked = sorted(self.candidates, key=lambda c: -c.speedup)
+        seen: set[str] = set()
+        chosen = []
+        for kernel in ranked:
+            if kernel.kernel_path not in seen and kernel.speedup >= floor:
+                seen.add(kernel.kernel_path)
+                chosen.append(kernel)
+        return chosen[:RECHECK_TOP]
+
+
+def write_best(log: RunLog, record_event: Callable[[Event], None]) -> Callable[[BestRecord], None]:
+    """How a best is made known: best.py and best.json, then the best event."""
+
+    def write(record: BestRecord) -> None:
+        log.write_best(record)
+        record_event(best_event(record))
+
+    return write
+
+
+def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, turn: int) -> None:
+    """Re-benchmark the shortlist with fresh seeds and more repetitions; the fastest correct one is the
+    final best. When none stays correct, best.py is removed."""
+    recorder.set_phase("rechecking")
+    winner: BestRecord | None = None
+    for i, kernel in enumerate(standings.shortlist(), start=1):
+        code = (setup.log.dir / kernel.kernel_path).read_text()
+        started = time.monotonic()
+        result = FINAL_RECHECK.run(ToolJob(setup.problem, code, kernel.kernel_path, None, setup.executor))
+        recorder.record(
+            logged_call(
+                FINAL_RECHECK, result, turn=turn, tool_use_id=f"final-recheck-{i}",
+                kernel_path=kernel.kernel_path, arguments={"kernel_path": kernel.kernel_path},
+                text=FINAL_RECHECK.text(result, None, False), seconds=time.monotonic() - started,
+            )
+        )  # fmt: skip
+        timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
+        if timed is not None and (winner is None or timed.speedup > winner.speedup):
+            winner = BestRecord(**timed.model_dump(), final=True, bench=result.model_dump(mode="json"))
+    if winner is None:
+        message = "no candidate stayed correct under fresh seeds; best.py removed"
+        recorder.record(ErrorEvent(turn=turn, where="final_recheck", message=message))
+        setup.log.remove_best()
+    standings.crown(winner, write_best(setup.log, recorder.record))
+
+
+def settle(
+    outcome: AgentExit, standings: Standings, setup: RunSetup, recorder: Recorder, turn: int
+) -> AgentExit:
+    """The run's end before its summary: an interrupted run kills what it started; any other re-checks
+    its best, if it has one. Ctrl-C during the re-check makes the outcome Interrupted."""
+    if isinstance(outcome, Interrupted):
+        setup.executor.kill_all()
+        return outcome
+    if standings.best is None:
+        return outcome
+    try:
+        final_recheck(standings, setup, recorder, turn)
+    except KeyboardInterrupt:
+        setup.executor.kill_all()
+        return Interrupted(
+            f"interrupted during the final re-check (the run had ended: {outcome.status}: {outcome})"
+        )
+    return outcome

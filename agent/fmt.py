@@ -1,0 +1,96 @@
+"""Numbers, times and small layout pieces shared by every view (terminal and HTML): one way to write a
+speedup, a duration, a token count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from agent.events import Usage
+
+SCRIPTED_LABEL = "scripted playback"
+OK_STYLE, BAD_STYLE, LABEL_STYLE, DIM = "green", "red", "bold cyan", "dim"
+
+
+def fmt_seconds(seconds: float) -> str:
+    return f"{seconds:.1f}s"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Wall times for tables: 42.0s, 6m 06s, 1h 02m."""
+    if seconds is None:
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def fmt_speedup(speedup: float | None) -> str:
+    if speedup is None:
+        return "–"
+    if speedup >= 100:
+        return f"{speedup:.0f}×"
+    if speedup >= 10:
+        return f"{speedup:.1f}×"
+    return f"{speedup:.2f}×"
+
+
+def fmt_cost(dollars: float) -> str:
+    return f"${dollars:.2f}" if dollars >= 1 else f"${dollars:.3f}"
+
+
+def fmt_ms(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms:.3f} ms"
+
+
+def fmt_err(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2g}"
+
+
+def fmt_pct(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.0f}%" if whole > 0 else "–"
+
+
+def fmt_time(stamp: str) -> str:
+    try:
+        return datetime.fromisoformat(stamp).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    except ValueError:
+        return stamp
+
+
+def tokens_line(usage: Usage) -> str:
+    return f"tokens in={usage.tokens_in:,} · out={usage.output_tokens:,} · total={usage.total:,}"
+
+
+def tokens_by_kind(usage: Usage) -> str:
+    return (
+        f"in={usage.tokens_in:,} (input {usage.input_tokens:,} · cache read {usage.cache_read_tokens:,} · "
+        f"cache write {usage.cache_write_tokens:,}) · out={usage.output_tokens:,} "
+        f"(thinking {usage.thinking_tokens:,}) · total={usage.total:,}"
+    )
+
+
+def indent(renderable: RenderableType) -> Padding:
+    return Padding(renderable, (0, 0, 0, 2))
+
+
+def labelled(label: str, body: RenderableType, style: str = LABEL_STYLE) -> Group:
+    return Group(Text(label, style=style), indent(body))
+
+
+def grid(rows: Iterable[tuple[str, RenderableType]]) -> Table:
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style=LABEL_STYLE, no_wrap=True)
+    table.add_column()
+    for label, value in rows:
+        table.add_row(label, value)
+    return table

@@ -1,0 +1,153 @@
+"""The one view of each harness result (`CompileResult`, `BenchResult`): rich renderables for
+`agent show`, the live display and `agent bench`, and the table rows the HTML report shares."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from agent.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
+from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, KernelUsage, ShapeTiming
+
+CASE_COLUMNS = ("case", "sizes", "status", "max abs", "rel L2", "why")
+TIMING_COLUMNS = ("shape", "candidate", "rse", "reference", "speedup")
+SHORT_SIZES = {"batch_size": "B", "seq_len": "L", "d_model": "D", "d_state": "N"}
+
+
+def first_error_line(result: CompileResult | BenchResult | None) -> int | None:
+    """The candidate's line of its first compile error, if the result has one."""
+    compiled = result.compile if isinstance(result, BenchResult) else result
+    if compiled is None:
+        return None
+    return next((d.candidate_line for d in compiled.errors if d.candidate_line), None)
+
+
+def diagnostic_view(diag: Diagnostic, kernel_path: str | None) -> Text:
+    if diag.candidate_line is not None:
+        where = f"{kernel_path or 'kernel'}:{diag.candidate_line}"
+    else:
+        where = f"{diag.generated_file or 'generated'}:{diag.generated_line or '?'}"
+    text = Text.assemble((where, "bold"), ": ", (f"error: {diag.message}", BAD_STYLE))
+    if diag.source_line:
+        text.append(f"\n    {diag.source_line}", style=DIM)
+    return text
+
+
+def compile_view(
+    result: CompileResult, kernel_path: str | None, full: bool = False
+) -> Iterator[RenderableType]:
+    if result.ok:
+        cached = " (cached)" if result.cached else ""
+        yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
+    else:
+        yield Text(f"{result.status}: {result.message}", style=BAD_STYLE)
+    for diag in result.errors:
+        yield diagnostic_view(diag, kernel_path)
+    for kernel in result.kernels:
+        spills = (kernel.spill_stores or 0) + (kernel.spill_loads or 0)
+        registers = "?" if kernel.registers is None else kernel.registers
+        memory = f", {kernel.stack_bytes or 0} B stack, {kernel.shared_bytes or 0} B smem" if full else ""
+        yield Text(f"{kernel.name}: {registers} registers, {spills} spill bytes{memory}", style=DIM)
+
+
+def sizes_text(sizes: dict[str, int], short: bool) -> str:
+    return " ".join(f"{SHORT_SIZES.get(k, k) if short else k}={v}" for k, v in sizes.items())
+
+
+def case_row(case: CaseResult, short_sizes: bool = True) -> list[str]:
+    """One row under CASE_COLUMNS."""
+    sizes = sizes_text(case.sizes, short_sizes)
+    return [case.name, sizes, case.status, fmt_err(case.max_abs_err), fmt_err(case.rel_l2_err), case.message]
+
+
+def timing_row(timing: ShapeTiming) -> list[str]:
+    """One row under TIMING_COLUMNS; the primary shape (where the speedup is measured) is starred."""
+    cand, ref = timing.candidate, timing.reference
+    return [
+        timing.name + (" *" if timing.primary else ""),
+        fmt_ms(cand.median_ms if cand else None),
+        f"{cand.rse:.1%}" if cand else "–",
+        fmt_ms(ref.median_ms if ref else None),
+        fmt_speedup(timing.speedup),
+    ]
+
+
+def plain_table(columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style=DIM)
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left")
+    return table
+
+
+def cases_table(cases: list[CaseResult], all_cases: bool) -> Table:
+    table = plain_table(CASE_COLUMNS)
+    for case in cases:
+        if all_cases or case.status != "passed":
+            name, sizes, status, *rest = case_row(case)
+            table.add_row(
+                name, sizes, Text(status, style=OK_STYLE if status == "passed" else BAD_STYLE), *rest
+            )
+    return table
+
+
+def timings_table(timings: list[ShapeTiming]) -> Table:
+    table = plain_table(TIMING_COLUMNS, right=TIMING_COLUMNS[1:])
+    for timing in timings:
+        table.add_row(*timing_row(timing))
+    return table
+
+
+def bench_verdict(result: BenchResult) -> Text:
+    if result.correct and result.speedup is not None:
+        primary = result.primary_timing
+        text = Text(f"correct · {fmt_speedup(result.speedup)} vs the reference", style=OK_STYLE)
+        if primary and primary.candidate and primary.reference:
+            text.append(
+                f" ({primary.name}: {fmt_ms(primary.candidate.median_ms)} vs "
+                f"{fmt_ms(primary.reference.median_ms)}, rse {primary.candidate.rse:.1%})",
+                style=DIM,
+            )
+        return text
+    return Text(f"{result.status}: {result.message}", style=BAD_STYLE)
+
+
+def usage_line(usage: KernelUsage) -> Text | None:
+    if usage.own_share is None:
+        return None
+    shares = [f"own kernels {usage.own_share:.0%}"]
+    shares += [f"{k} {v:.0%}" for k, v in usage.library_share.items()]
+    return Text("device time: " + " · ".join(shares), style=DIM)
+
+
+def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False) -> Iterator[RenderableType]:
+    """The verdict, what failed, the timings; `full`: every case and the build as well."""
+    yield bench_verdict(result)
+    if result.compile and (full or not result.compile.ok):
+        yield from compile_view(result.compile, kernel_path, full)
+    if result.cases:
+        passed = sum(c.status == "passed" for c in result.cases)
+        style = OK_STYLE if passed == len(result.cases) else BAD_STYLE
+        yield Text(f"{passed}/{len(result.cases)} correctness cases passed", style=style)
+        if full or passed < len(result.cases):
+            yield cases_table(result.cases, all_cases=full)
+    for flag in result.flag_details:
+        yield Text(f"flag {flag.name}: {flag.message}", style=BAD_STYLE if flag.disqualifying else "yellow")
+    if result.timings:
+        yield timings_table(result.timings)
+    cached = [t.name for t in result.timings if t.reference_cached]
+    if full and cached:
+        yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
+    line = usage_line(result.usage) if result.usage else None
+    if line is not None:
+        yield line
+
+
+def bench_page(result: BenchResult) -> RenderableType:
+    """`agent bench`: the full view, then where and how it was measured."""
+    env = result.env
+    where = f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · harness {env.harness_sha}"
+    measured = f"{fmt_seconds(result.seconds)} · seed {result.seed} · {result.workers} workers · {where}"
+    return Group(*bench_view(result, None, full=True), Text(measured, style=DIM))

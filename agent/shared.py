@@ -1,0 +1,95 @@
+"""What the trajectories of one run share: `RunSetup` (fixed for the run), `Shared` (the best, the clock,
+the spend, the stop), what the CLI reads of a run (`RunHandle`) and the run's end (`end_run`). A single
+run is a run of one trajectory."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from agent.best import Standings
+from agent.budget import Budget
+from agent.conversation import State
+from agent.events import RunSummary
+from agent.executor import Executor
+from agent.exits import AgentExit
+from agent.live import Display, NullDisplay
+from agent.providers.base import Provider
+from agent.runlog import RunLog
+from tools.problem import Problem
+
+
+@dataclass(frozen=True)
+class RunSetup:
+    """What stays fixed through one run."""
+
+    problem: Problem
+    provider: Provider
+    log: RunLog
+    system: str  # the system prompt
+    budget: Budget
+    executor: Executor  # where compiles and benchmarks run (leased here, or Ray)
+    display: Display = field(default_factory=NullDisplay)
+
+    def __post_init__(self) -> None:
+        self.executor.on_event = self.log.append  # every lease taken for the run is in its log
+
+
+class Shared:
+    """What the trajectories of one run share (a single run: its one trajectory): the best, the clock,
+    the spend, and the stop that ends them all."""
+
+    def __init__(self, standings: Standings | None = None, started: float | None = None) -> None:
+        self.standings = standings or Standings()
+        self.started = time.monotonic() if started is None else started
+        self.states: list[State] = []
+        self.stop: AgentExit | None = None
+        self._lock = threading.Lock()
+
+    def join(self, state: State) -> None:
+        with self._lock:
+            self.states.append(state)
+
+    def stop_all(self, reason: AgentExit) -> None:
+        with self._lock:
+            if self.stop is None:
+                self.stop = reason
+
+    @property
+    def cost_usd(self) -> float:
+        with self._lock:
+            return sum(s.cost_usd for s in self.states)
+
+
+class RunHandle:
+    """What the CLI reads of a run it follows (agent.loop.Agent, agent.parallel.ParallelRun)."""
+
+    setup: RunSetup
+    shared: Shared
+    state: State  # a single run's totals; a parallel run's once it has ended
+
+    @property
+    def log(self) -> RunLog:
+        return self.setup.log
+
+    @property
+    def standings(self) -> Standings:
+        return self.shared.standings
+
+    @property
+    def display(self) -> Display:
+        return self.setup.display
+
+
+def end_run(setup: RunSetup, outcome: AgentExit, totals: State, standings: Standings, wall_s: float) -> None:
+    """The run's summary (and its log closed): the same record for a single run and a parallel one."""
+    best = standings.best
+    setup.log.end(
+        RunSummary(
+            exit_status=outcome.status, message=str(outcome), turns=totals.turn, usage=totals.usage,
+            cost_usd=totals.cost_usd, wall_seconds=wall_s, llm_seconds=totals.llm_seconds,
+            tool_seconds=totals.tool_seconds, best_speedup=best.speedup if best else None,
+            best_kernel="best.py" if best else None, scripted=setup.provider.scripted,
+        )
+    )  # fmt: skip

@@ -1,0 +1,193 @@
+"""The tools, one record each: the name and schema offered to the model, how a call runs (through the
+run's executor, to a typed result), the text the model reads back, and the view a person sees.
+
+Adding a tool is adding a record to `TOOLS`: the API's tool list and the system prompt's (agent.prompt),
+the loop's dispatch (agent.loop), the scripted playback's check (agent.providers.scripted) and the views
+of `agent show` and the live display (agent.event_view) all read the records.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import ValidationError
+from rich.console import RenderableType
+
+from agent.events import TimedKernel, ToolCallEvent
+from agent.executor import Executor
+from agent.feedback import bench_headline, bench_text, compile_text
+from agent.result_view import bench_view, compile_view
+from tools.problem import Problem
+from tools.results import BenchResult, CompileResult
+
+R = TypeVar("R", CompileResult, BenchResult)
+
+KERNEL_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "kernel_code": {
+            "type": "string",
+            "description": "The complete Python module: imports, the extension source, its build call and ModelNew.",
+        }
+    },
+    "required": ["kernel_code"],
+}
+
+
+@dataclass(frozen=True)
+class ToolJob:
+    """One call's work: a kernel of one trajectory (None: the run's own), through the run's executor."""
+
+    problem: Problem
+    code: str
+    kernel_path: str
+    trajectory: int | None
+    executor: Executor
+
+
+@dataclass(frozen=True)
+class Tool(Generic[R]):
+    """One tool, whole: what the model is offered, how a call runs, what the model and a person see."""
+
+    name: str
+    description: str  # the API's tool description
+    brief: str  # its line in the system prompt
+    phase: str  # what the heartbeat says while it runs
+    result_type: type[R]
+    run: Callable[[ToolJob], R]
+    is_error: Callable[[R], bool]
+    text: Callable[[R, TimedKernel | None, bool], str]  # for the model: (result, best so far, new best?)
+    view: Callable[[R, str | None, bool], Iterable[RenderableType]]  # (result, kernel path, full)
+    times_kernels: bool = False  # a correct result is a candidate for the best
+    offered: bool = True  # offered to the model (the final re-check is logged, never offered)
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "input_schema": KERNEL_INPUT}
+
+    def parse(self, dump: dict[str, Any]) -> R | None:
+        """The typed result of a logged call (None when the log holds none, or an unreadable one)."""
+        if not dump:
+            return None
+        try:
+            return self.result_type.model_validate(dump)
+        except ValidationError:
+            return None
+
+
+def more_repetitions(problem: Problem) -> Problem:
+    """The problem with twice the timed repetitions and a tighter spread target, for the final re-check."""
+    cfg = problem.spec.timing_config
+    timing = cfg.model_copy(
+        update={
+            "min_iters": cfg.min_iters * 2,
+            "max_iters": cfg.max_iters * 2,
+            "target_rse": cfg.target_rse / 2,
+            "max_seconds": cfg.max_seconds * 2,
+        }
+    )
+    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"timing_config": timing})})
+
+
+COMPILE = Tool(
+    name="compile_kernel",
+    description=(
+        "Import your module in a fresh process, which builds its extension(s). Returns compiler errors "
+        "at your module's line numbers, or the built kernels' resources. Cheaper than benchmark when "
+        "you only want to know whether it builds; it checks nothing about correctness."
+    ),
+    brief="does it build? errors at your line numbers.",
+    phase="compiling",
+    result_type=CompileResult,
+    run=lambda job: job.executor.compile(job.problem, job.code, job.trajectory, job.kernel_path),
+    is_error=lambda result: not result.ok,
+    text=lambda result, _best, _new: compile_text(result),
+    view=compile_view,
+)
+
+BENCHMARK = Tool(
+    name="benchmark",
+    description=(
+        "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
+        "call), then time the timed shapes against the reference. Returns failing cases with their "
+        "errors, timings with their spread, the speedup, and the best kernel so far."
+    ),
+    brief="correctness on every case, then timings and the speedup.",
+    phase="benchmarking",
+    result_type=BenchResult,
+    run=lambda job: job.executor.benchmark(
+        job.problem, job.code, job.trajectory, kernel_path=job.kernel_path
+    ),
+    is_error=lambda result: not result.correct,
+    text=bench_text,
+    view=bench_view,
+    times_kernels=True,
+)
+
+FINAL_RECHECK = Tool(
+    name="final_recheck",
+    description="A candidate benchmarked again at the end: a fresh seed, twice the repetitions.",
+    brief="",
+    phase="rechecking",
+    result_type=BenchResult,
+    run=lambda job: job.executor.benchmark(
+        more_repetitions(job.problem),
+        job.code,
+        job.trajectory,
+        seed=secrets.randbits(31),
+        kernel_path=job.kernel_path,
+    ),  # fmt: skip
+    is_error=lambda result: not result.correct,
+    text=lambda result, _best, _new: bench_headline(result),
+    view=bench_view,
+    offered=False,
+)
+
+TOOLS: tuple[Tool[Any], ...] = (COMPILE, BENCHMARK, FINAL_RECHECK)
+OFFERED: tuple[Tool[Any], ...] = tuple(t for t in TOOLS if t.offered)
+
+
+def find(name: str) -> Tool[Any] | None:
+    return next((t for t in TOOLS if t.name == name), None)
+
+
+def schemas() -> list[dict[str, Any]]:
+    """The tool list of every model call."""
+    return [t.schema for t in OFFERED]
+
+
+def prompt_lines() -> list[str]:
+    """The system prompt's list of tools."""
+    return [f"- {t.name}(kernel_code): {t.brief}" for t in OFFERED]
+
+
+def invalid_call_text(name: str, arguments: Iterable[str]) -> str:
+    offered = " and ".join(f"{t.name}(kernel_code)" for t in OFFERED)
+    return f"invalid call: tools are {offered}; got {name}({', '.join(arguments)})"
+
+
+def parse_result(call: ToolCallEvent) -> CompileResult | BenchResult | None:
+    tool = find(call.name)
+    return tool.parse(call.result) if tool else None
+
+
+def logged_call(
+    tool: Tool[Any], result: CompileResult | BenchResult, *, turn: int, tool_use_id: str, kernel_path: str,
+    arguments: dict[str, Any], text: str, seconds: float,
+) -> ToolCallEvent:  # fmt: skip
+    """The log's record of one call that returned a result."""
+    return ToolCallEvent(
+        turn=turn,
+        tool_use_id=tool_use_id,
+        name=tool.name,
+        arguments=arguments,
+        kernel_path=kernel_path,
+        status=result.status,
+        is_error=tool.is_error(result),
+        result=result.model_dump(mode="json"),
+        summary=text,
+        seconds=seconds,
+    )

@@ -118,7 +118,7 @@ class Plan:
         limits = problem.spec.limits
         bounds = {("case", c["name"]): call_bound(limits, c.get("ref_call_s")) for c in self.cases}
         for item, shape in zip(self.timing, problem.spec.timing, strict=True):
-            median = timing_stats(fresh.get(shape.name)) or refs.get(shape)
+            median = fresh.get(shape.name) or refs.get(shape)
             ref_s = median.median_ms / 1e3 if median is not None else item.get("ref_call_s")
             bounds[("timing", item["name"])] = call_bound(limits, ref_s)
         return bounds
@@ -248,7 +248,3 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
 
 def worker_kind(problem: Problem) -> str:
     return "cuda" if problem.spec.device == "cuda" else "cpu"
-
-
-def timing_stats(raw: TimingStats | dict[str, Any] | None) -> TimingStats | None:
-    return TimingStats.model_validate(raw) if raw else None

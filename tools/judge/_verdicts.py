@@ -12,7 +12,7 @@ import torch
 from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge._compare import compare
-from tools.judge._plan import Plan, timing_stats
+from tools.judge._plan import Plan
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
 from tools.results import (
@@ -164,7 +164,7 @@ def timing_results(
         if only is not None and shape.name not in only:
             continue
         cached = refs.get(shape)
-        fresh = timing_stats(ref_msgs.get(shape.name))
+        fresh = ref_msgs.get(shape.name)
         if fresh is not None:
             refs.put(shape, fresh)
         reference = fresh or cached

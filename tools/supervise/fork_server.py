@@ -153,14 +153,15 @@ class Zygote:
         want_pidns = isolation.mode() == isolation.PIDNS
         if not self.wait_ready() and want_pidns:
             raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
-        if _needs_cuda(request_path) and self.cuda_fork not in CUDA_FORK_USABLE:
+        kind = _worker_kind(request_path)
+        if kind == "cuda" and self.cuda_fork not in CUDA_FORK_USABLE:
             raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
         order = {
             "cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns,
-            "kind": _worker_kind(request_path),
+            "kind": kind,
         }  # fmt: skip
         try:
             with self.order_lock:
@@ -203,13 +204,9 @@ class Zygote:
             self.sock.close()
 
 
-def _needs_cuda(request_path: Path) -> bool:
-    """Whether the worker will create a CUDA context (the harness wrote this request; it is trusted)."""
-    return _worker_kind(request_path) == "cuda"
-
-
 def _worker_kind(request_path: Path) -> str | None:
-    """Which prepared worker may serve this request: "cuda" or "cpu" for an evaluation, None for a compile
+    """Which prepared worker may serve this request (the harness wrote it; it is trusted): "cuda" (the
+    worker creates a CUDA context) or "cpu" for an evaluation, None for a compile
     (a compile needs no CUDA context, and must not take the worker the next evaluation waits for)."""
     request = json.loads(request_path.read_text())
     if request.get("mode") == "compile":

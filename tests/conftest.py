@@ -59,6 +59,10 @@ def tests_dir() -> Path:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """$KERNEL_AGENT_FAILURE_LOG (set by bench/h200_gate.sh): each failure's report, written the moment it
     happens, so a run cut short by its time limit still says why each test failed."""
+    timings = os.environ.get("KERNEL_AGENT_DURATIONS_LOG")  # each test's seconds, as it ends (the gate's)
+    if timings and (report.when == "call" or report.failed or report.skipped):
+        with Path(timings).open("a") as fh:
+            fh.write(f"{report.duration:7.1f} s  {report.outcome:7} {report.when:8} {report.nodeid}\n")
     path = os.environ.get("KERNEL_AGENT_FAILURE_LOG")
     if path and report.failed:
         with Path(path).open("a") as fh:

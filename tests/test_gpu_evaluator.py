@@ -5,13 +5,13 @@ Run there with `python -m pytest -m gpu`. Skipped where no CUDA device is visibl
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from tools.judge import benchmark, compile_kernel
 from tools.problem import load_problem
+from tools.supervise.pool import pool_for
 
 REPO = Path(__file__).resolve().parent.parent
 BASELINE = REPO / "problems" / "selective_scan" / "solutions" / "01_naive_fused.py"
@@ -58,7 +58,9 @@ def test_the_next_evaluation_runs_in_a_cuda_worker_made_ahead() -> None:
     problem = load_problem(REPO / "tests" / "adversarial" / "gpu" / "scan_gpu_small.yaml")
     first = benchmark(problem, BASELINE.read_text())
     assert first.status == "ok", first.message
-    time.sleep(8)  # the model's turn: truth and the worker are prepared meanwhile
+    pool = pool_for(None)  # the model's turn, long enough for truth and the worker to be prepared
+    assert pool is not None
+    pool.wait_prefetch(problem.content_hash)
     second = benchmark(problem, BASELINE.read_text())
     assert second.status == "ok", second.message
     assert second.workers == "warm"

@@ -29,3 +29,26 @@ def test_a_noisy_reference_median_is_not_served(tmp_path: Path, monkeypatch: pyt
     served = ReferenceTimes(problem, collect_env(problem)).get(shape)
     assert served is not None
     assert served.median_ms == 100.0
+
+
+def test_the_final_recheck_compares_against_the_reference_median_the_run_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The final re-check times candidates with twice the repetitions; timing the reference again at every
+    shape cost the H200 gate's 2-turn run 55 s and ranks nothing differently. A different reference does
+    get its own entry."""
+    from agent.toolbox import more_repetitions
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
+    problem = load_problem(TINY)
+    longer = more_repetitions(problem)
+    assert longer.content_hash != problem.content_hash
+    assert longer.reference_hash == problem.reference_hash
+    shape = problem.primary
+    ReferenceTimes(problem, collect_env(problem)).put(shape, stats(0.02))
+    served = ReferenceTimes(longer, collect_env(longer)).get(shape)
+    assert served is not None
+    assert served.median_ms == 100.0
+    other = problem.model_copy(update={"reference_source": problem.reference_source + "\n# changed\n"})
+    assert other.reference_hash != problem.reference_hash
+    assert ReferenceTimes(other, collect_env(other)).get(shape) is None

@@ -277,7 +277,7 @@ def shape_chart(run: RunData, index: int, shape: str, points: list[ShapePoint]) 
         last = mine[-1]
         ax.annotate(
             fmt_speedup(last.speedup), (last.turn, last.median_ms), textcoords="offset points", xytext=(5, 4),
-            fontsize=7, color=color, annotation_clip=False,
+            fontsize=8, color=color, annotation_clip=False,
         )  # fmt: skip
     ax.set_xlim(0.5, max(p.turn for p in points) + 0.9)  # room for the last speedup's note
     ax.set_ylim(0, 1.2 * max(p.median_ms * (1 + p.rse) for p in points))

@@ -118,6 +118,9 @@ def turn_outcome(turn: TurnData) -> str:
         return fmt_speedup(speedup)
     if turn.tool_calls:
         return turn.tool_calls[-1].status
+    winner = next((e for e in turn.events if isinstance(e, BestEvent)), None)
+    if winner is not None:
+        return f"{'re-check winner' if winner.final else 'best'} {fmt_speedup(winner.speedup)}"
     if turn.unanswered:
         return "no result"
     return "text" if turn.complete else "incomplete"
@@ -134,7 +137,7 @@ def diff_html(old: str, new: str, old_name: str, new_name: str, against: str, is
     """A unified diff, folded in a <details> whose summary counts the lines added and removed."""
     lines = diff_lines(old, new, old_name, new_name)
     if not lines:
-        return f'<p class="dim">identical to {esc(old_name)} ({esc(against)})</p>'
+        return f'<p class="dim">the same code as {esc(against)}: {esc(old_name)} and {esc(new_name)}</p>'
     added = sum(1 for line in lines[2:] if line.startswith("+"))
     removed = sum(1 for line in lines[2:] if line.startswith("-"))
     kinds = {"+": "add", "-": "del", "@": "hunk"}
@@ -406,7 +409,7 @@ def lane_head(trajectory: TrajectoryData) -> str:
     return (
         f'<div class="lane-head"><b>trajectory {trajectory.number}</b> · {esc(kind)} · '
         f"{len(trajectory.turns)} turns · best {esc(fmt_speedup(trajectory.best_speedup))} · "
-        f"{status_span(trajectory.exit_status or '–')}</div>"
+        f"ended: {esc(trajectory.exit_status or 'still running, or killed')}</div>"
     )
 
 

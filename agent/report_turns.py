@@ -79,7 +79,8 @@ class Lineage:
     against the kernel it started from), where each was first run, and the best."""
 
     previous: dict[str, str | None]
-    first_turn: dict[str, str]
+    first_turn: dict[str, tuple[str, str]]
+    """kernel path → (the anchor, the label) of the turn that first ran it"""
     best_path: str | None
     best_turn: str | None
 
@@ -91,17 +92,18 @@ def lineage(run: RunData) -> Lineage:
     starts = {t.number: t.from_kernel for t in run.trajectories}
     last: dict[int | None, str | None] = {}
     previous: dict[str, str | None] = {}
-    first_turn: dict[str, str] = {}
+    first_turn: dict[str, tuple[str, str]] = {}
     for turn in run.turns:
         for call in turn.tool_calls:
             path = call.kernel_path
             if not path or path in first_turn:
                 continue
-            first_turn[path] = turn_id(turn)
+            first_turn[path] = (turn_id(turn), turn_label(turn, run.parallel))
             previous[path] = last.get(turn.trajectory, starts.get(turn.trajectory or 0))
             last[turn.trajectory] = path
     best_path = run.best_kernel_path
-    return Lineage(previous, first_turn, best_path, first_turn.get(best_path) if best_path else None)
+    best_turn = first_turn[best_path][0] if best_path in first_turn else None
+    return Lineage(previous, first_turn, best_path, best_turn)
 
 
 def turn_speedup(turn: TurnData) -> float | None:
@@ -161,14 +163,16 @@ def kernel_html(run: RunData, call: ToolCallEvent, where: str, family: Lineage) 
     source = run.kernels.get(path)
     if source is None:
         return f'<p class="warn">{esc(path)}: not in the run directory</p>'
-    first = family.first_turn.get(path)
-    if first is not None and first != where:
-        return f'<p class="dim">{esc(path)}, first run in <a href="#{first}">{esc(first)}</a></p>'
+    anchor, label = family.first_turn.get(path, (where, ""))
+    if anchor != where:
+        return f'<p class="dim">{esc(path)}, first run in <a href="#{anchor}">{esc(label)}</a></p>'
     parts = []
     before = family.previous.get(path)
     if before and before in run.kernels:
         parts.append(diff_html(run.kernels[before], source, before, path, "the previous kernel", True))
-    elif not before:
+    elif before:
+        parts.append(f'<p class="warn">{esc(before)}, the kernel before it: not in the run directory</p>')
+    else:
         parts.append('<p class="dim">the first kernel of its trajectory: nothing to diff against</p>')
     best = family.best_source(run)
     if family.best_path == path:

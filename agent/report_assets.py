@@ -30,6 +30,7 @@ table { border-collapse: collapse; font-size: 12.5px; margin: 6px 0; }
 th, td { text-align: left; padding: 2px 12px 2px 0; vertical-align: top; }
 th { color: #666; font-weight: 600; border-bottom: 1px solid #ddd; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+th, td:not(:last-child) { white-space: nowrap; }  /* only the last column (why) wraps */
 .kv th { border: none; padding-right: 18px; }
 .ok { color: #2a9d4b; font-weight: 600; } .bad { color: #c0392b; font-weight: 600; }
 .warn { color: #a86b00; } .scripted { color: #7a4fb0; font-weight: 600; } .dim { color: #777; }

@@ -1,16 +1,27 @@
-"""`agent report`: one self-contained HTML page for a run (no network: inline CSS, charts as inline SVG
-drawn by agent.report_charts)."""
+"""`agent report`: a run as one self-contained HTML page that reads with no network (inline CSS, one
+inline script, charts as inline SVG drawn by agent.report_charts): the summary and charts, then every turn
+whole (agent.report_turns), a parallel run's trajectories side by side, and the best kernel; keys move
+between the turns (agent.report_assets)."""
 
 from __future__ import annotations
 
-import html
-from collections.abc import Iterable
 from pathlib import Path
 
 from agent import toolbox
 from agent.events import ToolCallEvent
 from agent.fmt import SCRIPTED_LABEL, fmt_cost, fmt_duration, fmt_speedup, fmt_time, tokens_by_kind
-from agent.report_charts import speedup_chart, time_chart, tokens_chart
+from agent.report_assets import CSS, SCRIPT
+from agent.report_charts import shape_charts, speedup_chart, time_chart, tokens_chart
+from agent.report_turns import (
+    esc,
+    highlighted,
+    lanes_html,
+    nav_html,
+    source_css,
+    status_span,
+    table_html,
+    turns_html,
+)
 from agent.result_view import CASE_COLUMNS, TIMING_COLUMNS, case_row, timing_row
 from agent.run_view import model_label
 from agent.rundata import RunData
@@ -27,43 +38,6 @@ def best_bench(run: RunData) -> BenchResult | None:
     calls = [e for e in run.events if isinstance(e, ToolCallEvent) and e.kernel_path == path]
     benches = [b for b in map(toolbox.parse_result, calls) if isinstance(b, BenchResult) and b.correct]
     return benches[-1] if benches else None
-
-
-CSS = """
-body { font-family: -apple-system, 'Segoe UI', 'DejaVu Sans', sans-serif; margin: 24px auto; max-width: 1180px;
-       color: #1d1d1f; padding: 0 16px; }
-h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 32px; border-bottom: 1px solid #ddd; }
-h3 { font-size: 14px; margin: 18px 0 4px; }
-.sub { color: #666; margin-top: 0; }
-table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
-th, td { text-align: left; padding: 3px 12px 3px 0; vertical-align: top; }
-th { color: #666; font-weight: 600; border-bottom: 1px solid #ddd; }
-td.num, th.num { text-align: right; }
-.kv th { border: none; padding-right: 18px; }
-.ok { color: #2a9d4b; font-weight: 600; } .bad { color: #c0392b; font-weight: 600; }
-.warn { color: #a86b00; } .scripted { color: #7a4fb0; font-weight: 600; }
-.chart svg { width: 100%; height: auto; max-width: 1100px; }
-pre, .source { font-size: 12px; background: #f7f7f9; padding: 8px; overflow-x: auto; border-radius: 4px; }
-.source pre { background: none; padding: 0; margin: 0; }
-"""
-
-
-def esc(value: object) -> str:
-    return html.escape(str(value))
-
-
-def table_html(headers: list[str], rows: list[list[str]], numeric: Iterable[int] = ()) -> str:
-    nums = set(numeric)
-    head = "".join(
-        f'<th class="num">{esc(h)}</th>' if i in nums else f"<th>{esc(h)}</th>" for i, h in enumerate(headers)
-    )
-    body = "".join(
-        "<tr>"
-        + "".join(f'<td class="num">{c}</td>' if i in nums else f"<td>{c}</td>" for i, c in enumerate(row))
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def summary_html(run: RunData) -> str:
@@ -92,53 +66,6 @@ def summary_html(run: RunData) -> str:
     return f'<table class="kv">{body}</table>'
 
 
-def turns_html(run: RunData) -> str:
-    rows = []
-    for turn in run.turns:
-        calls = [
-            f"{esc(c.name)} {esc(c.kernel_path or '')}: {status_span(c.status)}" for c in turn.tool_calls
-        ]
-        calls += [f'{esc(b.name)}: <span class="bad">no result logged</span>' for b in turn.unanswered]
-        tokens = (
-            SCRIPTED_LABEL if run.scripted else f"{turn.usage.tokens_in:,} / {turn.usage.output_tokens:,}"
-        )
-        label = turn.turn if turn.trajectory is None else f"t{turn.trajectory} · {turn.turn}"
-        if run.parallel and turn.trajectory is None:
-            label = "final re-check"
-        rows.append(
-            [
-                esc(label) + ("" if turn.complete or label == "final re-check" else " (incomplete)"),
-                f"{turn.turn_seconds:.1f}",
-                f"{turn.llm_seconds:.1f}",
-                f"{turn.tool_seconds:.1f}",
-                esc(tokens),
-                ", ".join(calls) or "–",
-            ]
-        )
-    return table_html(
-        ["turn", "turn s", "LLM s", "tools s", "tokens in / out", "tool calls"], rows, numeric=[1, 2, 3]
-    )
-
-
-def trajectories_html(run: RunData) -> str:
-    rows = [
-        [
-            esc(t.number),
-            esc(f"branch of {t.from_kernel}" if t.kind == "branch" else t.kind),
-            esc(len(t.turns)),
-            esc(len(t.benchmarks)),
-            esc(fmt_speedup(t.best_speedup)),
-            status_span(t.exit_status or "–"),
-        ]
-        for t in run.trajectories
-    ]
-    return table_html(["trajectory", "kind", "turns", "benchmarks", "best", "ended"], rows, numeric=[2, 3, 4])
-
-
-def status_span(status: str) -> str:
-    return f'<span class="{"ok" if status in ("ok", "passed") else "bad"}">{esc(status)}</span>'
-
-
 def best_html(run: RunData) -> str:
     if run.best_speedup is None or run.best_kernel_path is None:
         return "<p>No correct kernel in this run.</p>"
@@ -165,43 +92,56 @@ def best_html(run: RunData) -> str:
     return "".join(parts)
 
 
-def highlighted(source: str) -> str:
-    """Python source as HTML with inline styles (pygments, which rich already depends on)."""
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import PythonLexer
-
-    return f'<div class="source">{highlight(source, PythonLexer(), HtmlFormatter(noclasses=True, linenos="inline"))}</div>'
-
-
 def build_report(run: RunData) -> str:
     """The whole page as one HTML string."""
     tokens = (
         f'<p class="scripted">{SCRIPTED_LABEL}: no model calls, no tokens.</p>'
         if run.scripted
-        else f'<div class="chart">{tokens_chart(run)}</div>'
+        else tokens_chart(run)
     )
-    sections = [
+    shapes = shape_charts(run)
+    overview = [
+        '<section id="overview">',
+        "<h2>Speedup of each benchmarked candidate</h2>",
+        f'<div class="chart">{speedup_chart(run)}</div>',
+        *(
+            [
+                "<h2>Each timed shape over the turns (* primary)</h2>",
+                f'<div class="shapes">{"".join(shapes)}</div>',
+            ]
+            if shapes
+            else []
+        ),
+        '<div class="pair"><div>',
+        "<h2>Time per turn: LLM vs tools</h2>",
+        time_chart(run),
+        "</div><div>",
+        "<h2>Tokens per turn</h2>",
+        tokens,
+        "</div></div>",
+        "</section>",
+    ]
+    main = [
+        *overview,
+        *(['<h2 id="trajectories">Trajectories side by side</h2>', lanes_html(run)] if run.parallel else []),
+        '<section id="turns">',
+        *([] if run.parallel else ["<h2>Turns</h2>"]),
+        turns_html(run),
+        "</section>",
+        '<h2 id="best-kernel">Best kernel</h2>',
+        best_html(run),
+    ]
+    header = [
         f"<h1>{esc(run.run_id)}</h1>",
         f'<p class="sub">{esc(run.info.problem)} · {esc(model_label(run))} · started {esc(fmt_time(run.info.started_at))}</p>',
         summary_html(run),
-        "<h2>Speedup of each benchmarked candidate</h2>",
-        f'<div class="chart">{speedup_chart(run)}</div>',
-        "<h2>Time per turn: LLM vs tools</h2>",
-        f'<div class="chart">{time_chart(run)}</div>',
-        "<h2>Tokens per turn</h2>",
-        tokens,
-        *(["<h2>Trajectories</h2>", trajectories_html(run)] if run.parallel else []),
-        "<h2>Turns</h2>",
-        turns_html(run),
-        "<h2>Best kernel</h2>",
-        best_html(run),
     ]
-    body = "\n".join(sections)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{esc(run.run_id)} · kernel-agent report</title><style>{CSS}</style></head>"
-        f"<body>\n{body}\n</body></html>\n"
+        f"<title>{esc(run.run_id)} · kernel-agent report</title><style>{CSS}{source_css()}</style></head>"
+        f"<body>\n<header>{''.join(header)}</header>\n"
+        f'<div class="layout">{nav_html(run)}<main>\n' + "\n".join(main) + "\n</main></div>\n"
+        f"<script>{SCRIPT}</script>\n</body></html>\n"
     )
 
 

@@ -63,11 +63,11 @@ def running_best(points: list[BenchPoint], last_turn: int) -> list[tuple[int, fl
     return line
 
 
-def new_figure(height: float = 3.2) -> tuple[Figure, Axes]:
+def new_figure(height: float = 3.2, width: float = 9.0) -> tuple[Figure, Axes]:
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(9.0, height), layout="constrained")
+    fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot()
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.spines[["top", "right"]].set_visible(False)
@@ -162,8 +162,8 @@ def bar_positions(run: RunData) -> list[int]:
 
 
 def bars_chart(run: RunData, name: str, ylabel: str, layers: list[tuple[str, list[float], str, str]]) -> str:
-    """A stacked bar per turn, the legend above."""
-    fig, ax = new_figure()
+    """A stacked bar per turn, the legend above (half the page wide: the time and tokens charts pair up)."""
+    fig, ax = new_figure(height=3.4, width=6.0)
     ax.set_gid(f"{name}-chart")
     ax.set_ylabel(ylabel)
     if name == "tokens":
@@ -191,3 +191,101 @@ def tokens_chart(run: RunData) -> str:
         for kind, field, color in TOKEN_KINDS
     ]
     return bars_chart(run, "tokens", "tokens", layers)
+
+
+TRAJECTORY_COLORS = ["#1b4f72", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
+
+
+@dataclass(frozen=True)
+class ShapePoint:
+    """One correct benchmark's timing of one shape."""
+
+    trajectory: int | None
+    turn: int
+    median_ms: float
+    rse: float
+    speedup: float | None
+
+
+def shape_points(run: RunData) -> dict[str, list[ShapePoint]]:
+    """Every correct benchmark's timing, by shape name (in the order the shapes were first timed)."""
+    found: dict[str, list[ShapePoint]] = {}
+    for event in run.events:
+        if not (isinstance(event, ToolCallEvent) and event.name == "benchmark"):
+            continue
+        bench = toolbox.parse_result(event)
+        if not (isinstance(bench, BenchResult) and bench.correct):
+            continue
+        for timing in bench.timings:
+            if timing.candidate is not None:
+                point = ShapePoint(
+                    event.trajectory,
+                    event.turn,
+                    timing.candidate.median_ms,
+                    timing.candidate.rse,
+                    timing.speedup,
+                )
+                found.setdefault(timing.name + (" *" if timing.primary else ""), []).append(point)
+    return found
+
+
+def reference_ms(run: RunData, shape: str) -> float | None:
+    """The reference's median at a shape (the last benchmark that timed it)."""
+    name = shape.removesuffix(" *")
+    medians = [
+        t.reference.median_ms
+        for e in run.events
+        if isinstance(e, ToolCallEvent) and e.name == "benchmark"
+        for b in [toolbox.parse_result(e)]
+        if isinstance(b, BenchResult)
+        for t in b.timings
+        if t.name == name and t.reference is not None
+    ]
+    return medians[-1] if medians else None
+
+
+def shape_chart(run: RunData, index: int, shape: str, points: list[ShapePoint]) -> str:
+    """One shape's candidate median over the turns (error bars: ± one standard error), a line per
+    trajectory; the title names the reference's median."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(4.4, 2.7), layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_gid(f"shape-{index}-chart")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.grid(axis="y", color="#e5e5e5", linewidth=0.8)
+    ax.set_axisbelow(True)
+    reference = reference_ms(run, shape)
+    name = shape if len(shape) <= 48 else shape[:47] + "…"  # a name from the log: never the layout's master
+    title = name + (f" · reference {reference:.3f} ms" if reference is not None else "")
+    ax.set_title(title, fontsize=9, loc="left", parse_math=False)
+    ax.set_xlabel("turn", fontsize=8)
+    ax.set_ylabel("candidate median (ms)", fontsize=8)
+    ax.tick_params(labelsize=8)
+    lanes = sorted({p.trajectory for p in points}, key=lambda t: t or 0)
+    for lane in lanes:
+        mine = sorted((p for p in points if p.trajectory == lane), key=lambda p: p.turn)
+        color = TRAJECTORY_COLORS[((lane or 1) - 1) % len(TRAJECTORY_COLORS)]
+        bars = ax.errorbar(
+            [p.turn for p in mine], [p.median_ms for p in mine], yerr=[p.median_ms * p.rse for p in mine],
+            marker="o", markersize=4, linewidth=1.3, capsize=2, color=color,
+            label=f"trajectory {lane}" if lane is not None else None,
+        )  # fmt: skip
+        bars.lines[0].set_gid(f"shape-{index}-ms-{lane or 0}")  # the line and its markers, not the bars
+        last = mine[-1]
+        ax.annotate(
+            fmt_speedup(last.speedup), (last.turn, last.median_ms), textcoords="offset points", xytext=(5, 4),
+            fontsize=8, color=color, annotation_clip=False,
+        )  # fmt: skip
+    ax.set_xlim(0.5, max(p.turn for p in points) + 0.9)  # room for the last speedup's note
+    ax.set_ylim(0, 1.2 * max(p.median_ms * (1 + p.rse) for p in points))
+    if any(lane is not None for lane in lanes):
+        ax.legend(fontsize=7, frameon=False)
+    return figure_svg(fig, f"shape-{index}")
+
+
+def shape_charts(run: RunData) -> list[str]:
+    """A small chart per timed shape (the primary one starred)."""
+    return [shape_chart(run, i, shape, points) for i, (shape, points) in enumerate(shape_points(run).items())]

@@ -81,7 +81,7 @@ def test_ls_counts_trajectories() -> None:
 
 def test_report_has_a_trajectories_table() -> None:
     page = build_report(load_run(PARALLEL))
-    assert "<h2>Trajectories</h2>" in page
+    assert '<h2 id="trajectories">Trajectories side by side</h2>' in page
     assert "branch of kernels/002.py" in page
-    assert "t2 · 1" in page
+    assert '<a class="card" href="#turn-t2-1">' in page
     assert "final re-check" in page

@@ -73,7 +73,7 @@ def build_text(build: BuildStep, now: float) -> str:
     shown = [f"{name} {clock_text(now - since)}" for name, since in running[:2]]
     if len(running) > 2:
         shown.append(f"+{len(running) - 2} more")
-    what = ", ".join(shown) or "starting"
+    what = ", ".join(shown) or ("finishing" if build.finished else "starting")
     done = f" ({build.finished} done)" if build.finished else ""
     return f"{build.extension}: {what}{done}"
 

@@ -93,6 +93,8 @@ def test_the_status_line_names_the_object_being_built_and_its_seconds() -> None:
     assert "ext: main.o 0:10, cuda.cuda.o 0:03 (1 done)" in status_text(progress_at(1000.0, build=two))
     starting = BuildStep(extension="ext")
     assert "· ext: starting ·" in status_text(progress_at(1000.0, build=starting))
+    between = BuildStep(extension="ext", finished=1)  # an object done, the link not yet started
+    assert "· ext: finishing (1 done) ·" in status_text(progress_at(1000.0, build=between))
 
 
 def test_the_status_line_clock_advances_without_new_events() -> None:

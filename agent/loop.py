@@ -242,7 +242,8 @@ class Agent(RunHandle):
             compiling={name: since.get(name, now) for name in msg.compiling},
             finished=msg.finished,
         )
-        self.log.set_phase(f"{self.phase} · {msg.extension}: {', '.join(msg.compiling) or 'starting'}")
+        doing = ", ".join(msg.compiling) or ("finishing" if msg.finished else "starting")
+        self.log.set_phase(f"{self.phase} · {msg.extension}: {doing}")  # what `ls` and `show --follow` see
         self.setup.display.progress(self.progress())
 
     def progress(self) -> Progress:

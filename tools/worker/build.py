@@ -334,9 +334,8 @@ def compile_steps(build_dir: Path) -> list[CompileStep]:
 
 
 ProgressSink = Callable[[wire.Building], None]
-PROGRESS: ProgressSink | None = (
-    None  # where a fresh build's progress goes (the worker's channel), if anywhere
-)
+# Where a fresh build's progress goes (the worker's channel), if anywhere: set by `install`.
+PROGRESS: ProgressSink | None = None
 WATCH_S = 0.25
 
 

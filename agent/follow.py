@@ -79,7 +79,7 @@ class Follower:
         for event in self.tail.read(self.notes):
             if isinstance(event, RunEndEvent):
                 self.ended = event
-                self.console.print(end_text(event))
+                self.console.print(end_text(event), soft_wrap=True)
                 return
             view = live_view(event, self.run.scripted) if shown(event, self.trajectory) else None
             if view is not None:
@@ -128,7 +128,9 @@ def follow(
         return 0
     follower = Follower(run, tail, console, opts.trajectory)
     started = parse_time(run.info.started_at)
-    console.print(Text(f"following {run.run_id} (Ctrl-C stops following; the run goes on)", style=DIM))
+    console.print(
+        Text(f"following {run.run_id} (Ctrl-C stops following; the run goes on)", style=DIM), soft_wrap=True
+    )
     try:
         with Live(FollowLine(run.run_id, status, started, clock), console=console, transient=True) as live:
             while (status_now := follower.step()) is not None:

@@ -128,10 +128,11 @@ def follow(
         return 0
     follower = Follower(run, tail, console, opts.trajectory)
     started = parse_time(run.info.started_at)
-    console.print(
-        Text(f"following {run.run_id} (Ctrl-C stops following; the run goes on)", style=DIM), soft_wrap=True
-    )
     try:
+        console.print(
+            Text(f"following {run.run_id} (Ctrl-C stops following; the run goes on)", style=DIM),
+            soft_wrap=True,
+        )
         with Live(FollowLine(run.run_id, status, started, clock), console=console, transient=True) as live:
             while (status_now := follower.step()) is not None:
                 live.update(FollowLine(run.run_id, status_now, started, clock))

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -334,6 +335,27 @@ def test_follow_shows_the_turns_written_after_it_began_and_stops_at_the_end(
     assert after.rstrip().endswith("run ended: Finished: the model ended its turn")
     assert "turn 1" not in after  # nothing shown twice
     assert polls  # it waited between reads
+
+
+def test_ctrl_c_stops_following_and_leaves_the_run_going(writing_run: tuple[RunLog, threading.Event]) -> None:
+    log, _ = writing_run  # live (this process beats its heartbeat) and silent until `go`
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", "show", str(log.dir), "--follow"], cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "120"},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert follower.stdout is not None
+    lines = []
+    for line in follower.stdout:  # what it printed before following: the run so far, then the marker
+        lines.append(line)
+        if "(Ctrl-C stops following" in line:
+            break
+    follower.send_signal(signal.SIGINT)
+    out, err = follower.communicate(timeout=30)
+    assert follower.returncode == 130, err
+    assert "turn 1" in "".join(lines)
+    assert "stopped following; the run goes on" in out
+    assert live_status(log.dir).state == "running"
 
 
 def test_follow_stops_when_the_writer_dies_without_an_end(tmp_path: Path) -> None:

@@ -372,6 +372,25 @@ def test_follow_stops_when_the_writer_dies_without_an_end(tmp_path: Path) -> Non
     assert "its log has no end (killed?)" in console.file.getvalue()  # type: ignore[attr-defined]
 
 
+def test_following_one_trajectory_shows_only_its_events(tmp_path: Path) -> None:
+    log = new_run(tmp_path)
+    log.start_heartbeat()
+    console = Console(file=io.StringIO(), width=120, highlight=False, color_system=None)
+    follower = Follower(load_run(log.dir), EventTail(log.dir), console, trajectory=2)
+    for trajectory in (1, 2):
+        log.append(
+            ModelCallEvent(
+                turn=1, provider="scripted", model="scripted", seconds=0.0, text=f"from t{trajectory}",
+                trajectory=trajectory,
+            )
+        )  # fmt: skip
+    assert follower.step() is not None
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "from t2" in out
+    assert "from t1" not in out
+    log.close()
+
+
 def test_a_tail_waits_for_a_line_to_be_finished(tmp_path: Path) -> None:
     log = new_run(tmp_path)
     tail = EventTail(log.dir)

@@ -28,6 +28,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--full", action="store_true", help="whole kernels, every case, what the model was told"
     )
     show.add_argument("--no-code", action="store_true", help="leave kernel source out")
+    show.add_argument(
+        "--follow",
+        action="store_true",
+        help="then keep showing new events as the run writes them, until it ends (or Ctrl-C)",
+    )
     show.set_defaults(handler=cmd_show)
 
     ls = subparsers.add_parser("ls", help="runs, newest first", description="List runs, newest first.")
@@ -49,9 +54,14 @@ def fail(message: str) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from agent.run_view import ShowOptions, render_run
+    from agent.runlog import EventTail
 
+    if args.follow and args.turn is not None:
+        return fail("--follow shows the run as it goes on: use --last N, not --turn")
+    path = resolve_run(args.run, DEFAULT_RUNS_DIR)
+    tail = EventTail(path)  # a follower reads on from exactly where the first read stops
     try:
-        run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
+        run = load_run(path, tail=tail)
     except RunReadError as exc:
         return fail(str(exc))
     turns = run.turns
@@ -66,6 +76,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     opts = ShowOptions(
         trajectory=args.trajectory, turn=args.turn, last=args.last, full=args.full, code=not args.no_code
     )
+    if args.follow:
+        from agent.follow import follow
+
+        return follow(run, tail, Console(highlight=False), opts)
     Console(highlight=False).print(render_run(run, opts))
     return 0
 

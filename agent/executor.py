@@ -26,10 +26,16 @@ from agent.events import LeaseEvent
 from agent.leases import Leases
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.wire import Building
+
+BuildProgress = Callable[[Building], None]
+"""Hears what a compile's build is compiling while it runs (tools.judge.compile_kernel's `on_progress`)."""
 
 
 class Evaluator(Protocol):
-    def compile(self, problem: Problem, code: str) -> CompileResult: ...
+    def compile(
+        self, problem: Problem, code: str, on_progress: BuildProgress | None = None
+    ) -> CompileResult: ...
 
     def evaluate(
         self, problem: Problem, code: str, gpu: int | None, seed: int | None = None
@@ -41,10 +47,10 @@ class Evaluator(Protocol):
 class LocalEvaluator:
     """The harness's own entry points, in this process (each spawns its isolated child processes)."""
 
-    def compile(self, problem: Problem, code: str) -> CompileResult:
+    def compile(self, problem: Problem, code: str, on_progress: BuildProgress | None = None) -> CompileResult:
         from tools.judge import compile_kernel
 
-        return compile_kernel(problem, code)
+        return compile_kernel(problem, code, on_progress=on_progress)
 
     def evaluate(self, problem: Problem, code: str, gpu: int | None, seed: int | None = None) -> BenchResult:
         from tools.judge import benchmark
@@ -89,7 +95,13 @@ class Executor(ABC):
 
     @abstractmethod
     def compile(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+        self,
+        problem: Problem,
+        code: str,
+        trajectory: int | None = None,
+        kernel_path: str | None = None,
+        *,
+        on_progress: BuildProgress | None = None,
     ) -> CompileResult: ...
 
     @abstractmethod
@@ -104,8 +116,9 @@ class Executor(ABC):
         trajectory: int | None = None,
         seed: int | None = None,
         kernel_path: str | None = None,
+        on_progress: BuildProgress | None = None,
     ) -> BenchResult:
-        compiled = self.compile(problem, code, trajectory, kernel_path)
+        compiled = self.compile(problem, code, trajectory, kernel_path, on_progress=on_progress)
         if not needs_timing(compiled):
             return not_compiled(problem, compiled)
         return self.evaluate_compiled(problem, code, trajectory, seed, kernel_path)
@@ -130,10 +143,16 @@ class LeasedExecutor(Executor):
         self._building_lock = threading.Lock()
 
     def compile(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+        self,
+        problem: Problem,
+        code: str,
+        trajectory: int | None = None,
+        kernel_path: str | None = None,
+        *,
+        on_progress: BuildProgress | None = None,
     ) -> CompileResult:
         with self._same_code(code), self.leases.compile(self.on_event, trajectory, kernel_path):
-            return self.evaluator.compile(problem, code)
+            return self.evaluator.compile(problem, code, on_progress)
 
     def _same_code(self, code: str) -> threading.Lock:
         """One lock per kernel source: identical code compiles once at a time (then from the cache)."""

@@ -16,9 +16,10 @@ from agent.budget import over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
 from agent.events import ErrorEvent, Event, ModelCallEvent, ToolCallEvent, TurnEndEvent
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
-from agent.live import Progress
+from agent.live import BuildStep, Progress
 from agent.providers.base import ModelReply, ProviderError, ToolCall
 from agent.shared import RunHandle, RunSetup, Shared, end_run
+from tools.wire import Building
 
 
 class Agent(RunHandle):
@@ -32,6 +33,8 @@ class Agent(RunHandle):
         self.shared = shared or Shared()
         self.shared.join(state)
         self.phase = "starting"
+        self.phase_since: float | None = None
+        self.build: BuildStep | None = None  # a fresh build's progress, while the phase's tool builds
 
     # --- the loop ---------------------------------------------------------------------------------
 
@@ -172,9 +175,10 @@ class Agent(RunHandle):
         self.set_phase(tool.phase)
         started = time.monotonic()
         try:
-            result = tool.run(
-                toolbox.ToolJob(self.setup.problem, code, kernel_path, self.trajectory, self.setup.executor)
+            job = toolbox.ToolJob(
+                self.setup.problem, code, kernel_path, self.trajectory, self.setup.executor, self.on_build
             )
+            result = tool.run(job)
         except Exception as exc:  # a harness fault is logged and told to the model, never a crash
             self.state.tool_seconds += (seconds := time.monotonic() - started)
             text = f"harness_error: the evaluator itself failed ({type(exc).__name__}: {exc}); not your kernel's fault"
@@ -225,7 +229,21 @@ class Agent(RunHandle):
 
     def set_phase(self, phase: str) -> None:
         self.phase = phase if self.trajectory is None else f"t{self.trajectory} {phase}"
+        self.phase_since, self.build = time.monotonic(), None
         self.log.set_phase(self.phase)
+        self.setup.display.progress(self.progress())
+
+    def on_build(self, msg: Building) -> None:
+        """A compile's worker says what its build compiles now (from the worker's reader thread)."""
+        now, last = time.monotonic(), self.build
+        since = last.compiling if last is not None and last.extension == msg.extension else {}
+        self.build = BuildStep(
+            extension=msg.extension,
+            compiling={name: since.get(name, now) for name in msg.compiling},
+            finished=msg.finished,
+        )
+        doing = ", ".join(msg.compiling) or ("finishing" if msg.finished else "starting")
+        self.log.set_phase(f"{self.phase} · {msg.extension}: {doing}")  # what `ls` and `show --follow` see
         self.setup.display.progress(self.progress())
 
     def progress(self) -> Progress:
@@ -233,7 +251,7 @@ class Agent(RunHandle):
         return Progress(
             turn=self.state.turn, phase=self.phase, usage=self.state.usage, cost_usd=self.state.cost_usd,
             best_speedup=best.speedup if best else None, elapsed_s=self.elapsed(),
-            scripted=self.setup.provider.scripted,
+            scripted=self.setup.provider.scripted, phase_since=self.phase_since, build=self.build,
         )  # fmt: skip
 
     def end(self, outcome: AgentExit) -> None:

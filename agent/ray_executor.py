@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.events import LeaseEvent
-from agent.executor import Executor
+from agent.executor import BuildProgress, Executor
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
 
@@ -144,7 +144,13 @@ class RayExecutor(Executor):
         )
 
     def compile(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+        self,
+        problem: Problem,
+        code: str,
+        trajectory: int | None = None,
+        kernel_path: str | None = None,
+        *,
+        on_progress: BuildProgress | None = None,  # a Ray task sends back its result only
     ) -> CompileResult:
         task = self._call(self._compile, problem.model_dump_json(), code)
         self._record("compile", task, trajectory, kernel_path)

@@ -7,6 +7,7 @@ written by an unknown format version, raises `RunReadError` with a message meant
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from agent.events import (
     Versioned,
 )
 from agent.rundata import RunData, RunStatus, parse_time
-from agent.runlog import first_error, read_events
+from agent.runlog import EventTail, first_error, read_events
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -115,6 +116,23 @@ def derive_status(
     return RunStatus("killed")
 
 
+def live_status(path: Path, now: datetime | None = None) -> RunStatus:
+    """Whether a run's process is writing it now, from its files as they are at this moment: `finished`
+    once summary.json is there, `running` while the heartbeat is fresh (or, before the first beat, while
+    run.json is new), else `killed`. For a follower, which must not take an earlier session's `run_end`
+    (a resumed run) for the end."""
+    notes: list[str] = []
+    summary = _read_optional(path / "summary.json", RunSummary, notes)
+    heartbeat = _read_optional(path / "heartbeat.json", Heartbeat, notes)
+    clock = now or datetime.now().astimezone()
+    if summary is None and heartbeat is None:
+        with contextlib.suppress(OSError):
+            age = clock.timestamp() - (path / "run.json").stat().st_mtime
+            if age <= HEARTBEAT_STALE_SECONDS:
+                return RunStatus("running", phase="starting")
+    return derive_status(summary, None, heartbeat, clock, socket.gethostname())
+
+
 def _read_kernels(path: Path, events: list[Event], best: BestRecord | None) -> dict[str, str]:
     names = [e.kernel_path for e in events if isinstance(e, ToolCallEvent) and e.kernel_path]
     names += [e.kernel_path for e in events if isinstance(e, BestEvent)]
@@ -129,14 +147,15 @@ def _read_kernels(path: Path, events: list[Event], best: BestRecord | None) -> d
     return kernels
 
 
-def load_run(path: Path | str, now: datetime | None = None) -> RunData:
-    """Read one run directory (or its run.json). `now` fixes the clock for the running/killed call."""
+def load_run(path: Path | str, now: datetime | None = None, tail: EventTail | None = None) -> RunData:
+    """Read one run directory (or its run.json). `now` fixes the clock for the running/killed call.
+    `tail`: read the events through it (a follower then reads on from exactly where this stopped)."""
     path = Path(path)
     if path.name == "run.json" and path.is_file():
         path = path.parent
     info = _read_info(path)
     notes: list[str] = []
-    events = read_events(path, notes)
+    events = tail.read(notes) if tail is not None else read_events(path, notes)
     summary = _read_optional(path / "summary.json", RunSummary, notes)
     heartbeat = _read_optional(path / "heartbeat.json", Heartbeat, notes)
     best = _read_optional(path / "best.json", BestRecord, notes)

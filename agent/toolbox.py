@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from rich.console import RenderableType
 
 from agent.events import TimedKernel, ToolCallEvent
-from agent.executor import Executor
+from agent.executor import BuildProgress, Executor
 from agent.feedback import bench_headline, bench_text, compile_text
 from agent.result_view import bench_view, compile_view
 from tools.problem import Problem
@@ -39,13 +39,15 @@ KERNEL_INPUT: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class ToolJob:
-    """One call's work: a kernel of one trajectory (None: the run's own), through the run's executor."""
+    """One call's work: a kernel of one trajectory (None: the run's own), through the run's executor;
+    `on_progress` hears what its build compiles while it runs."""
 
     problem: Problem
     code: str
     kernel_path: str
     trajectory: int | None
     executor: Executor
+    on_progress: BuildProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +104,9 @@ COMPILE = Tool(
     brief="does it build? errors at your line numbers.",
     phase="compiling",
     result_type=CompileResult,
-    run=lambda job: job.executor.compile(job.problem, job.code, job.trajectory, job.kernel_path),
+    run=lambda job: job.executor.compile(
+        job.problem, job.code, job.trajectory, job.kernel_path, on_progress=job.on_progress
+    ),
     is_error=lambda result: not result.ok,
     text=lambda result, _best, _new: compile_text(result),
     view=compile_view,
@@ -119,7 +123,7 @@ BENCHMARK = Tool(
     phase="benchmarking",
     result_type=BenchResult,
     run=lambda job: job.executor.benchmark(
-        job.problem, job.code, job.trajectory, kernel_path=job.kernel_path
+        job.problem, job.code, job.trajectory, kernel_path=job.kernel_path, on_progress=job.on_progress
     ),
     is_error=lambda result: not result.correct,
     text=bench_text,
@@ -139,6 +143,7 @@ FINAL_RECHECK = Tool(
         job.trajectory,
         seed=secrets.randbits(31),
         kernel_path=job.kernel_path,
+        on_progress=job.on_progress,
     ),  # fmt: skip
     is_error=lambda result: not result.correct,
     text=lambda result, _best, _new: bench_headline(result),

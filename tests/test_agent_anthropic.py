@@ -468,7 +468,7 @@ def test_a_harness_fault_is_logged_and_told_to_the_model_not_a_crash(
     problem: Problem, tmp_path: Path
 ) -> None:
     class BrokenCompile(LocalEvaluator):
-        def compile(self, problem: Problem, code: str) -> CompileResult:
+        def compile(self, problem: Problem, code: str, on_progress: object = None) -> CompileResult:
             raise OSError("disk full while writing the job folder")
 
     server = Server([broken_tool_use(1), end_turn()])

@@ -30,7 +30,7 @@ class SleepEvaluator:
         self.seconds = seconds
         self.gpus: list[int | None] = []
 
-    def compile(self, problem: Problem, code: str) -> CompileResult:
+    def compile(self, problem: Problem, code: str, on_progress: object = None) -> CompileResult:
         subprocess.run(["sleep", str(self.seconds)], check=True)
         status = "compile_error" if "broken" in code else "ok"
         return CompileResult(status=status, message=status, kernel_hash=code[:8])

@@ -37,7 +37,7 @@ def kernel_ms(code: str) -> float:
 class FixedTimeEvaluator:
     """Compiles and evaluates in a child process (`sleep`); each kernel's time is fixed, RSE 1%."""
 
-    def compile(self, problem: Problem, code: str) -> CompileResult:
+    def compile(self, problem: Problem, code: str, on_progress: object = None) -> CompileResult:
         subprocess.run(["sleep", "0.05"], check=True)
         return CompileResult(status="ok", message="compiled")
 

@@ -13,6 +13,7 @@ it cross-checks (tools.judge).
 from __future__ import annotations
 
 import os
+import threading
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -49,6 +50,16 @@ class Done(_Message):
 
 class CudaReady(_Message):
     event: Literal["cuda_ready"] = "cuda_ready"
+
+
+class Building(_Message):
+    """A fresh build (not a cache hit) is under way: the outputs its compiler runs are making now (objects,
+    then the library), and how many have finished. Sent when that changes; for a live display only."""
+
+    event: Literal["building"] = "building"
+    extension: str
+    compiling: list[str] = Field(default_factory=list, max_length=64)
+    finished: int = 0
 
 
 class Imported(_Message):
@@ -200,6 +211,7 @@ WorkerMessage = Annotated[
     | NoDevice
     | Done
     | CudaReady
+    | Building
     | Imported
     | ImportFailed
     | Violation
@@ -235,9 +247,12 @@ class Channel:
 
     def __init__(self, fd: int) -> None:
         self._stream = os.fdopen(fd, "wb", buffering=0)
+        self._lock = threading.Lock()  # a build's progress is sent from a thread of its own
 
     def send(self, message: _Message) -> None:
-        self._stream.write(message.model_dump_json().encode() + b"\n")
+        line = message.model_dump_json().encode() + b"\n"
+        with self._lock:
+            self._stream.write(line)
 
 
 # --- the zygote's control socket ----------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tools import wire
@@ -19,13 +20,22 @@ from tools.supervise import (
     visible_gpu,
 )
 
+BuildProgress = Callable[[wire.Building], None]
+
 
 def compile_kernel(
-    problem: Problem, kernel_code: str, *, gpu: int | None = None, pool: WarmPool | None = None
+    problem: Problem,
+    kernel_code: str,
+    *,
+    gpu: int | None = None,
+    pool: WarmPool | None = None,
+    on_progress: BuildProgress | None = None,
 ) -> CompileResult:
     """`gpu`: the only GPU its child processes see (default: those visible to this process).
     `pool`: warm workers to fork the worker from (default: that device's, unless KERNEL_AGENT_WARM=0);
-    a build cache hit then costs a fork and an import, not a new interpreter."""
+    a build cache hit then costs a fork and an import, not a new interpreter.
+    `on_progress`: each `wire.Building` the worker sends while a fresh build runs (what it compiles now),
+    for a live display; the candidate's process sends it, so nothing is decided on it."""
     code_hash = kernel_hash(kernel_code)
     _, syntax_error = check_source(kernel_code)
     if syntax_error:
@@ -34,13 +44,18 @@ def compile_kernel(
         )
     ev = pool if pool is not None else pool_for(gpu)
     request = {"mode": "compile", "cases": [], "timing": []}
+
+    def progress(msg: wire.WorkerMessage) -> None:
+        if on_progress is not None and isinstance(msg, wire.Building):
+            on_progress(msg)
+
     with Job.create(kernel_code, ev.jobs_dir if ev else None) as job:
         if ev is None:
             with visible_gpu(gpu):
-                outcome = run_candidate(job, problem, request)
+                outcome = run_candidate(job, problem, request, on_message=progress)
         else:
             outcome = run_candidate(
-                job, problem, request, launcher=ev.launch_candidate, secret_dirs=[ev.staging]
+                job, problem, request, progress, launcher=ev.launch_candidate, secret_dirs=[ev.staging]
             )
     result = compile_result(outcome, code_hash)
     if ev is not None and (result.status in ("timeout", "crashed") or outcome.swept or outcome.bad_messages):

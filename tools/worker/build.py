@@ -20,18 +20,21 @@ import shlex
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
+from tools import wire
 from tools.cache import builds as cache
 from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
 from tools.worker import guard
+from tools.worker.ccshim import RECORDS, STARTED
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
@@ -320,7 +323,7 @@ def compiler_shims(root: Path, with_cuda: bool) -> Iterator[None]:
 
 
 def compile_steps(build_dir: Path) -> list[CompileStep]:
-    path = build_dir / "kagent_compiles.jsonl"
+    path = build_dir / RECORDS
     if not path.is_file():
         return []
     steps = []
@@ -328,6 +331,69 @@ def compile_steps(build_dir: Path) -> list[CompileStep]:
         with contextlib.suppress(ValueError):
             steps.append(CompileStep.model_validate_json(line))
     return steps
+
+
+ProgressSink = Callable[[wire.Building], None]
+# Where a fresh build's progress goes (the worker's channel), if anywhere: set by `install`.
+PROGRESS: ProgressSink | None = None
+WATCH_S = 0.25
+
+
+def outputs_in(path: Path) -> list[str]:
+    """The `output` of each record of a shim's JSON-lines file (a torn last line is skipped)."""
+    names = []
+    with contextlib.suppress(OSError):
+        for line in path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                names.append(str(json.loads(line)["output"]))
+    return names
+
+
+def build_state(extension: str, build_dir: Path) -> wire.Building:
+    """What the build in `build_dir` is doing now, from the shim's records: started and not yet finished."""
+    finished = outputs_in(build_dir / RECORDS)
+    compiling = [name for name in dict.fromkeys(outputs_in(build_dir / STARTED)) if name not in finished]
+    return wire.Building(extension=extension, compiling=compiling[:64], finished=len(set(finished)))
+
+
+class BuildWatcher:
+    """Reports a fresh build's progress to `sink` while it runs: a thread reads the shim's records every
+    WATCH_S and sends what changed. The compiles run in ninja's processes; this is how the worker sees them."""
+
+    def __init__(self, extension: str, build_dir: Path, sink: ProgressSink) -> None:
+        self.extension, self.build_dir, self.sink = extension, build_dir, sink
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="build-progress", daemon=True)
+
+    def _watch(self) -> None:
+        last: wire.Building | None = None
+        while True:
+            stopping = self._stop.is_set()  # one last look once the build has returned
+            now = build_state(self.extension, self.build_dir)
+            if now != last:
+                with contextlib.suppress(Exception):  # the display's loss, never the build's
+                    self.sink(now)
+                last = now
+            if stopping:
+                return
+            self._stop.wait(WATCH_S)
+
+    def __enter__(self) -> BuildWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@contextlib.contextmanager
+def watched(extension: str, build_dir: Path) -> Iterator[None]:
+    if PROGRESS is None:
+        yield
+        return
+    with BuildWatcher(extension, build_dir, PROGRESS):
+        yield
 
 
 def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
@@ -383,7 +449,12 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
     tmp.mkdir(parents=True)
     log_path = tmp / LOG_NAME
     try:
-        with _stdout_to(log_path), compile_limits(), compiler_shims(cache_dir, bool(call["cuda_sources"])):
+        with (
+            _stdout_to(log_path),
+            compile_limits(),
+            compiler_shims(cache_dir, bool(call["cuda_sources"])),
+            watched(call["name"], tmp),
+        ):
             module = _ORIGINAL_LOAD_INLINE(**{**call, "build_directory": str(tmp), "verbose": True})
     except Exception as exc:
         log = log_path.read_text(errors="replace") if log_path.exists() else ""
@@ -427,6 +498,9 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
     return CountingModule(module) if call["is_python_module"] else module
 
 
-def install() -> None:
-    """Route every load_inline of the candidate through the harness's cached builder."""
+def install(progress: ProgressSink | None = None) -> None:
+    """Route every load_inline of the candidate through the harness's cached builder; `progress` gets what
+    each fresh build is compiling as it changes."""
+    global PROGRESS
+    PROGRESS = progress
     cpp_extension.load_inline = harness_load_inline

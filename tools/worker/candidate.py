@@ -336,7 +336,7 @@ def main(request_path: str, fd: str) -> int:
         torch.empty(1, device="cuda")
         channel.send(wire.CudaReady())
     reset_backend_flags()
-    build.install()
+    build.install(progress=channel.send)
     install_guard(req, channel)
     module = import_phase(channel)
     if module is None or req["mode"] == "compile":

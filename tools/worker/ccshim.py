@@ -16,7 +16,8 @@ per flag set (on its second sighting: a one-off flag set would not repay it) by 
 A shared-library link uses gold where it exists, else the default linker. Anything unexpected, and every
 other invocation (version probes), runs the real compiler unchanged: the shim can make a build faster,
 never break one.
-Each compile appends one JSON line to `kagent_compiles.jsonl` beside its output (the build's record).
+Each compile appends one JSON line to `kagent_compiles.jsonl` beside its output (the build's record), and
+one to `kagent_started.jsonl` as it starts, which the worker watches to report the build's progress.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ PCH_HEADER = "torch/extension.h"
 PCH_MIN_FREE = 3 << 30  # a torch/extension.h PCH is ~0.8 GB: never build one onto a nearly full disk
 PCH_MIN_CAP = 1536 << 20  # nor into a cache capped so small that it would evict everything else
 RECORDS = "kagent_compiles.jsonl"
+STARTED = "kagent_started.jsonl"  # one line per compile or link as it starts: what the build is doing now
 FAILED_RETRY_S = 3600  # a failed PCH build (full disk, a killed compiler) is tried again after an hour
 # Compiler environment that changes what a compile produces.
 KEY_ENV = ("CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH", "NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS")
@@ -263,6 +265,12 @@ def record(c: Compile, **fields: object) -> None:
         f.write(json.dumps({"output": Path(c.out).name, **fields}) + "\n")
 
 
+def record_start(out: str, kind: str) -> None:
+    """Say what starts now (the worker reports it while the build runs); a build never fails for it."""
+    with contextlib.suppress(OSError), open(Path(out).parent / STARTED, "a") as f:
+        f.write(json.dumps({"output": Path(out).name, "kind": kind}) + "\n")
+
+
 def compile_(kind: str, root: Path, toolchain: str, real: list[str], c: Compile) -> int:
     start = time.perf_counter()
     skip = (str(Path(c.src).absolute().parent) + os.sep, str(root) + os.sep)
@@ -332,10 +340,13 @@ def main(argv: list[str]) -> int:
     kind, root, toolchain, real_cmd, *args = argv
     real = shlex.split(real_cmd)
     c = Compile.parse(args)
+    if c is None and "-shared" in args:
+        record_start(_value_after(args, "-o") or "a.out", "link")
     if c is None and kind == "cxx" and link_with_gold(real, args) == 0:
         return 0
     if c is None:
         os.execvp(real[0], [*real, *args])
+    record_start(c.out, kind)
     try:
         return compile_(kind, Path(root), toolchain, real, c)
     except Exception as exc:  # a bug here must not fail the candidate's build: compile the plain way

@@ -130,6 +130,8 @@ def test_identical_and_python_only_edits_hit_the_build_cache(tiny: Problem) -> N
     assert edited.seconds < 5
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_cuda_candidate_compiles_without_a_gpu_and_reports_ptxas(repo: Path) -> None:
     problem = load_problem(repo / "problems" / "selective_scan.yaml")
     result = compile_kernel(problem, (TESTS / "candidates" / "cuda_axpy.py").read_text())
@@ -148,6 +150,7 @@ def test_cuda_candidate_compiles_without_a_gpu_and_reports_ptxas(repo: Path) -> 
     assert "needs a CUDA GPU" in bench.message
 
 
+@pytest.mark.slow
 def test_second_kernelbench_problem_end_to_end() -> None:
     bare = load_problem(TESTS / "problems" / "row_softmax.py")
     assert bare.spec.device == "cuda"

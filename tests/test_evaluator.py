@@ -30,6 +30,7 @@ def scan_cpu() -> Problem:
     return load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
 
 
+@pytest.mark.slow
 def test_honest_cpp_baseline_is_correct_and_faster_than_the_reference(scan_cpu: Problem) -> None:
     # The reference is timed in the same evaluation: on a shared 2-core host a cached reference time from
     # minutes earlier can differ from now by 2x.

@@ -113,6 +113,7 @@ def test_the_watchdog_moves_the_deadline_step_by_step() -> None:
     assert "budget of 100 s" in dog.explain()
 
 
+@pytest.mark.slow
 def test_a_call_that_never_returns_is_cut_off_by_its_bound(tiny: Problem, warm: WarmPool) -> None:
     """The evaluation's budget is 600 s; the hang is cut off after max(5 s, 50x the reference's call) plus
     the step's setup allowance, and the next candidate evaluates normally on the same evaluator."""

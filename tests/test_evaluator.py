@@ -109,6 +109,7 @@ def test_the_next_evaluation_after_a_crash_is_clean(tiny: Problem) -> None:
     assert after.speedup is not None
 
 
+@pytest.mark.slow  # the run's second C++ build under these flags: it builds the precompiled header (~100 s)
 def test_cpp_syntax_error_points_at_the_candidates_line(tiny: Problem) -> None:
     code = v.cpp_syntax_error()
     result = compile_kernel(tiny, code)

@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     bench.set_defaults(handler=run_bench)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
+    check.add_argument("--json", action="store_true", help="print exactly one JSON object")
     check.set_defaults(handler=run_check)
 
 
@@ -74,11 +75,20 @@ def run_bench(args: argparse.Namespace) -> int:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    """0 the spec is valid and its reference ran (on a machine without a GPU, on the CPU, with a note of
+    what was not checked), 2 a bad spec or a reference that fails, 3 the harness could not run it."""
     from tools.judge import check_problem
 
     problem = _load(args.problem)
     if problem is None:
         return EXIT_USAGE
     result = check_problem(problem)
-    print(result.message)
-    return EXIT_CORRECT if result.ok else EXIT_HARNESS
+    if args.json:
+        print(result.model_dump_json())
+    else:
+        print(result.message)
+        for item in result.not_checked:
+            print(f"not checked here: {item}")
+    if result.ok:
+        return EXIT_CORRECT
+    return EXIT_USAGE if result.reference_failed else EXIT_HARNESS

@@ -1,14 +1,16 @@
 """`agent run PROBLEM`: the agent loop with a live progress line; the run's log goes to runs/.
 
 `--resume RUN_DIR` continues a stopped or killed run from its log. `--parallel N` runs N trajectories at
-once (agent.parallel); `--executor ray` sends compiles and evaluations to a Ray cluster. Exit codes: 0 the run ended and
-holds a correct kernel, 1 it ended without one, 2 bad problem/usage/model setup, 3 model or harness
-error, 130 Ctrl-C.
+once (agent.parallel); `--executor ray` sends compiles and evaluations to a Ray cluster. The exit code
+says why the run stopped (agent.exits, README "Exit codes"); `--json` prints the run folder and its
+summary as one JSON object on stdout (everything else goes to stderr, as always).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +41,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
     p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
     p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
-    p.add_argument("--runs-dir", default="runs", help="where run folders go (default: runs/)")
+    p.add_argument(
+        "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
+    )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or killed run from its log")
     p.add_argument("--parallel", type=positive_int, default=1, metavar="N", help="trajectories at once")
     p.add_argument(
@@ -51,6 +55,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--gpus", type=gpu_list, metavar="0,1", help="local GPUs to use (default: all visible)")
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="where tools run")
     p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="when the run ends, print its folder and summary as one JSON object",
+    )
     p.set_defaults(handler=handle)
 
 
@@ -85,6 +94,8 @@ class UsageError(Exception):
 def handle(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agent import exits
+
     console = Console(stderr=True, highlight=False)
     from agent.providers.base import ProviderError
     from agent.resume import CannotResume
@@ -94,12 +105,32 @@ def handle(args: argparse.Namespace) -> int:
         agent = build_agent(args, console)
     except (UsageError, CannotResume, ProblemError, ProviderError) as exc:
         console.print(f"[red]error:[/] {exc}")
-        return 2
-    outcome = run_live(agent, console)
-    console.print(final_panel(agent, str(outcome), outcome.status))
-    if outcome.exit_code:
-        return outcome.exit_code
-    return 0 if agent.standings.best is not None else 1
+        return exits.USAGE
+    try:
+        outcome = run_live(agent, console)
+    except Exception as exc:  # a harness bug: the loop has ended the log (ModelError) before raising
+        console.print_exception()
+        console.print(f"[red]harness error:[/] {type(exc).__name__}: {exc}\nlog: {agent.log.dir}")
+        code = exits.HARNESS_ERROR
+    else:
+        console.print(final_panel(agent, str(outcome), outcome.status))
+        code = exits.run_exit_code(outcome, agent.standings.best is not None)
+    if args.json:
+        print(json.dumps(run_json(agent.log.dir, code)), file=sys.stdout, flush=True)
+    return code
+
+
+def run_json(run_dir: Path, exit_code: int) -> dict[str, Any]:
+    """`agent run --json`: the run folder, the exit code, and summary.json's fields (its record of how the
+    run ended; null where the run left none)."""
+    from agent.events import RunSummary
+
+    summary_path = run_dir / "summary.json"
+    summary = RunSummary.model_validate_json(summary_path.read_text()) if summary_path.is_file() else None
+    fields = summary.model_dump(mode="json") if summary else dict.fromkeys(RunSummary.model_fields)
+    if summary and summary.best_kernel:
+        fields["best_kernel"] = str(run_dir / summary.best_kernel)
+    return {"run_dir": str(run_dir), "exit_code": exit_code, **fields}
 
 
 # --- setting a run up ----------------------------------------------------------------------------
@@ -139,8 +170,14 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         ray_address=args.ray_address,
     )
     if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
-        return new_parallel_run(problem, provider, config, Path(args.runs_dir), console)
-    return new_agent(problem, provider, config, Path(args.runs_dir), console)
+        return new_parallel_run(problem, provider, config, runs_dir_of(args), console)
+    return new_agent(problem, provider, config, runs_dir_of(args), console)
+
+
+def runs_dir_of(args: argparse.Namespace) -> Path:
+    from agent.runread import default_runs_dir
+
+    return Path(args.runs_dir or default_runs_dir())
 
 
 def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | None:

@@ -1,23 +1,27 @@
 """`agent show`, `agent ls`, `agent report`: look at run logs. Exit 0 on success, 2 when a path is not a
-readable run (or the options ask for a turn the run lacks)."""
+readable run (or the options ask for a turn the run lacks). A run is a path, or a name under --runs-dir
+($KERNEL_AGENT_RUNS, else runs/); `--json` prints one JSON object (agent.run_json) instead of the page."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
 from agent.cmd_run import positive_int
-from agent.runread import RunReadError, list_runs, load_run, resolve_run
+from agent.runread import RunReadError, default_runs_dir, list_runs, load_run, resolve_run
 
-DEFAULT_RUNS_DIR = "runs"
+RUNS_DIR_HELP = "where a run given by name is looked for (default: $KERNEL_AGENT_RUNS, else runs/)"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     show = subparsers.add_parser("show", help="a run, turn by turn", description="Show a run turn by turn.")
-    show.add_argument("run", help="run directory, or its name under runs/")
+    show.add_argument("run", help="run directory, or its name under --runs-dir")
+    show.add_argument("--runs-dir", metavar="DIR", help=RUNS_DIR_HELP)
     show.add_argument(
         "--trajectory", type=positive_int, metavar="K", help="only trajectory K (a parallel run)"
     )
@@ -33,17 +37,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="then keep showing new events as the run writes them, until it ends (or Ctrl-C)",
     )
+    show.add_argument("--json", action="store_true", help="print the run as one JSON object")
     show.set_defaults(handler=cmd_show)
 
     ls = subparsers.add_parser("ls", help="runs, newest first", description="List runs, newest first.")
-    ls.add_argument("runs_dir", nargs="?", default=DEFAULT_RUNS_DIR, help="default: runs/")
+    ls.add_argument("runs_dir", nargs="?", help="default: $KERNEL_AGENT_RUNS, else runs/")
+    ls.add_argument("--json", action="store_true", help="print the runs as one JSON object")
     ls.set_defaults(handler=cmd_ls)
 
     report = subparsers.add_parser(
         "report", help="a run as one HTML page", description="Write an HTML report."
     )
-    report.add_argument("run", help="run directory, or its name under runs/")
+    report.add_argument("run", help="run directory, or its name under --runs-dir")
+    report.add_argument("--runs-dir", metavar="DIR", help=RUNS_DIR_HELP)
     report.add_argument("-o", "--output", type=Path, help="default: report.html in the run directory")
+    report.add_argument("--json", action="store_true", help="print the report's path as one JSON object")
     report.set_defaults(handler=cmd_report)
 
 
@@ -52,15 +60,20 @@ def fail(message: str) -> int:
     return 2
 
 
+def print_json(data: dict[str, Any]) -> int:
+    print(json.dumps(data), flush=True)
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from agent.run_view import ShowOptions, render_run
     from agent.runlog import EventTail
 
     if args.follow and args.turn is not None:
         return fail("--follow shows the run as it goes on: use --last N, not --turn")
-    path = resolve_run(args.run, DEFAULT_RUNS_DIR)
-    tail = EventTail(path)  # a follower reads on from exactly where the first read stops
     try:
+        path = resolve_run(args.run, args.runs_dir)
+        tail = EventTail(path)  # a follower reads on from exactly where the first read stops
         run = load_run(path, tail=tail)
     except RunReadError as exc:
         return fail(str(exc))
@@ -76,6 +89,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     opts = ShowOptions(
         trajectory=args.trajectory, turn=args.turn, last=args.last, full=args.full, code=not args.no_code
     )
+    if args.json:
+        from agent.run_json import show_json
+
+        return print_json(show_json(run, opts))
     if args.follow:
         from agent.follow import follow
 
@@ -87,10 +104,15 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_ls(args: argparse.Namespace) -> int:
     from agent.run_view import render_ls
 
+    runs_dir = args.runs_dir or default_runs_dir()
     try:
-        listings = list_runs(args.runs_dir)
+        listings = list_runs(runs_dir)
     except RunReadError as exc:
         return fail(str(exc))
+    if args.json:
+        from agent.run_json import ls_json
+
+        return print_json(ls_json(runs_dir, listings))
     Console(highlight=False).print(render_ls(listings))
     return 0
 
@@ -99,7 +121,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from agent.report import write_report
 
     try:
-        run = load_run(resolve_run(args.run, DEFAULT_RUNS_DIR))
+        run = load_run(resolve_run(args.run, args.runs_dir))
     except RunReadError as exc:
         return fail(str(exc))
     out = args.output or run.path / "report.html"
@@ -107,5 +129,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         write_report(run, out)
     except OSError as exc:
         return fail(f"cannot write {out}: {exc.strerror or exc}")
+    if args.json:
+        return print_json({"run_dir": str(run.path), "report": str(out)})
     Console(highlight=False).print(f"wrote {out}", markup=False)
     return 0

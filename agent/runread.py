@@ -205,10 +205,17 @@ def list_runs(runs_dir: Path | str, now: datetime | None = None) -> list[RunList
     return sorted(listings, key=key, reverse=True)
 
 
-def resolve_run(arg: str, runs_dir: Path | str = "runs") -> Path:
-    """A run given as a path, or as a directory name under `runs_dir`."""
+def default_runs_dir() -> str:
+    """Where runs are written and looked for unless a command says: $KERNEL_AGENT_RUNS, else ./runs."""
+    return os.environ.get("KERNEL_AGENT_RUNS") or "runs"
+
+
+def resolve_run(arg: str, runs_dir: Path | str | None = None) -> Path:
+    """A run given as a path, or as a directory name under `runs_dir` (default: `default_runs_dir()`)."""
     path = Path(arg)
     if path.exists():
         return path
-    candidate = Path(runs_dir) / arg
-    return candidate if candidate.exists() else path
+    candidate = Path(runs_dir if runs_dir is not None else default_runs_dir()) / arg
+    if candidate.exists():
+        return candidate
+    raise RunReadError(f"{arg}: no such run directory (nor {candidate})")

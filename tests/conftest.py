@@ -1,5 +1,6 @@
-"""Shared test setup: one build cache for the whole run (C++ builds cost ~47 s each on 2 cores),
-and the `gpu` marker skipped where no CUDA device is visible."""
+"""Shared test setup: one build cache for the whole run (C++ builds cost ~47 s each on 2 cores), the
+`gpu` marker skipped where no CUDA device is visible, and `nvcc` where CUDA cannot be compiled (a CPU
+build of torch, or no nvcc)."""
 
 from __future__ import annotations
 
@@ -36,7 +37,27 @@ def _cuda_available() -> bool:
         return False
 
 
+def _why_cuda_cannot_compile() -> str | None:
+    """None where CUDA sources can be built here (a CUDA build of torch and an nvcc), else why not."""
+    try:
+        import torch
+    except ImportError:
+        return "torch is not installed"
+    if torch.version.cuda is None:
+        return f"torch {torch.__version__} is a CPU build: CUDA sources cannot be compiled"
+    from tools.supervise._toolchain import cuda_home
+
+    home = cuda_home()
+    if home is None or not (Path(home) / "bin" / "nvcc").exists():
+        return "no nvcc found (set CUDA_HOME or put nvcc on PATH)"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    needs_nvcc = [item for item in items if item.get_closest_marker("nvcc") is not None]
+    if needs_nvcc and (why := _why_cuda_cannot_compile()):
+        for item in needs_nvcc:
+            item.add_marker(pytest.mark.skip(reason=why))
     if _cuda_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the H200 with: pytest -m gpu)")

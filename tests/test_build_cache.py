@@ -86,6 +86,8 @@ def builds(problem: Problem, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     shutil.rmtree(root, ignore_errors=True)  # its precompiled header alone is ~0.8 GB
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_the_precompiled_header_is_built_on_a_flag_sets_second_build_and_then_used(builds) -> None:
     a, b, d = (builds[k].builds[0] for k in "abd")
     assert step(a, "main.o").pch == "first_sighting"
@@ -100,6 +102,8 @@ def test_the_precompiled_header_is_built_on_a_flag_sets_second_build_and_then_us
     assert f"{os.sep}.pch{os.sep}" in line
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_an_unchanged_binding_or_kernel_is_not_compiled_again(builds) -> None:
     b, c, d = (builds[k].builds[0] for k in "bcd")
     assert step(b, "cuda.cuda.o").object == "hit"  # b changed only the binding: a's kernel object served
@@ -112,6 +116,8 @@ def test_an_unchanged_binding_or_kernel_is_not_compiled_again(builds) -> None:
     assert step(c, "main.o").seconds < 2
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_a_garbled_precompiled_header_falls_back_to_the_real_header(builds, problem: Problem) -> None:
     gch = Path(pch_line(log_of(builds["d"].builds[0]))[2:])
     gch.write_bytes(b"not a precompiled header" * 1000)
@@ -205,6 +211,8 @@ def test_the_cap_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     assert cache.max_bytes() == cache.DEFAULT_MAX_MB * 2**20
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_a_real_build_under_a_small_cap_evicts_older_builds_but_not_itself(
     builds, problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -238,6 +246,8 @@ def test_eviction_sweeps_private_folders_of_dead_builders_only_when_old(tmp_path
     assert live.is_dir()
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_the_shim_can_be_turned_off(
     problem: Problem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

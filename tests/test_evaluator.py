@@ -30,6 +30,7 @@ def scan_cpu() -> Problem:
     return load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
 
 
+@pytest.mark.slow
 def test_honest_cpp_baseline_is_correct_and_faster_than_the_reference(scan_cpu: Problem) -> None:
     # The reference is timed in the same evaluation: on a shared 2-core host a cached reference time from
     # minutes earlier can differ from now by 2x.
@@ -108,6 +109,7 @@ def test_the_next_evaluation_after_a_crash_is_clean(tiny: Problem) -> None:
     assert after.speedup is not None
 
 
+@pytest.mark.slow  # the run's second C++ build under these flags: it builds the precompiled header (~100 s)
 def test_cpp_syntax_error_points_at_the_candidates_line(tiny: Problem) -> None:
     code = v.cpp_syntax_error()
     result = compile_kernel(tiny, code)
@@ -130,6 +132,8 @@ def test_identical_and_python_only_edits_hit_the_build_cache(tiny: Problem) -> N
     assert edited.seconds < 5
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_cuda_candidate_compiles_without_a_gpu_and_reports_ptxas(repo: Path) -> None:
     problem = load_problem(repo / "problems" / "selective_scan.yaml")
     result = compile_kernel(problem, (TESTS / "candidates" / "cuda_axpy.py").read_text())
@@ -148,6 +152,7 @@ def test_cuda_candidate_compiles_without_a_gpu_and_reports_ptxas(repo: Path) -> 
     assert "needs a CUDA GPU" in bench.message
 
 
+@pytest.mark.slow
 def test_second_kernelbench_problem_end_to_end() -> None:
     bare = load_problem(TESTS / "problems" / "row_softmax.py")
     assert bare.spec.device == "cuda"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent import cli
+from agent import cli, exits
 from agent.best import SPREAD_SIGMAS
 from agent.events import BestEvent, BestRecord, RunInfo
 from agent.rundata import RunData, overlapping_leases
@@ -51,7 +51,11 @@ def test_the_run_ends_with_every_trajectory_done(
     parallel_run: tuple[RunData, subprocess.CompletedProcess[str]],
 ) -> None:
     run, done = parallel_run
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert run.summary is not None
+    # Finished when the branch ends on the closing message, TurnLimit when every trajectory hit --max-turns
+    # (which kernel is best, and so where the branch starts, depends on this machine's timings).
+    expected = {"Finished": exits.OK, "TurnLimit": exits.TURN_LIMIT}[run.summary.exit_status]
+    assert done.returncode == expected, done.stderr[-3000:]
     assert "2 trajectories at once, 1 branches" in done.stderr
     info = RunInfo.model_validate_json((run.path / "run.json").read_text())
     assert (info.format_version, info.config.parallel, info.config.branches) == (2, 2, 1)

@@ -72,6 +72,8 @@ def test_newest_run_is_preferred_over_the_shipped_best(tmp_path: Path) -> None:
     assert newest_run_best(tmp_path / "missing", "selective_scan") is None
 
 
+@pytest.mark.slow
+@pytest.mark.nvcc
 def test_the_best_kernel_compiles_here(problem: Problem, best_kernel: Path) -> None:
     result = compile_kernel(problem, best_kernel.read_text())
     assert result.status == "ok", f"{best_kernel}: {result.message}\n{result.output[-2000:]}"

@@ -20,6 +20,7 @@ SCRIPTED = RUNS / "20261129T090000Z-selective_scan_cpu-5c0000"
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
     monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.delenv("KERNEL_AGENT_RUNS", raising=False)  # runs/ below means ./runs
 
 
 @pytest.fixture

@@ -53,6 +53,7 @@ def _verdict(r: BenchResult) -> tuple[object, ...]:
     return r.status, r.correct, r.flags, cases, r.seed
 
 
+@pytest.mark.slow
 def test_warm_and_cold_give_the_same_verdicts(
     tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch
 ) -> None:

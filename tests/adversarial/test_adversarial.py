@@ -205,6 +205,7 @@ def test_output_spam_is_captured_bounded(tiny: Problem) -> None:
     assert len(result.compile.output) < 20_000
 
 
+@pytest.mark.slow
 def test_template_explosion_times_out_and_leaves_nothing_behind() -> None:
     problem = load_problem(HERE / "fast_fail.yaml")
     cache = Path(os.environ["KERNEL_AGENT_CACHE"])

@@ -25,10 +25,11 @@ import torch
 # candidate that patches those (even one that restores them before the identity check) times nothing.
 _PERF_COUNTER = time.perf_counter
 _EVENT = torch.cuda.Event
+# A CPU build of torch has a `_CudaEventBase` placeholder without these methods: None, as without CUDA.
 _EVENT_BASE = getattr(torch._C, "_CudaEventBase", None)
-_RECORD = _EVENT_BASE.record if _EVENT_BASE is not None else None
-_ELAPSED = _EVENT_BASE.elapsed_time if _EVENT_BASE is not None else None
-_EVENT_SYNC = _EVENT_BASE.synchronize if _EVENT_BASE is not None else None
+_RECORD = getattr(_EVENT_BASE, "record", None)
+_ELAPSED = getattr(_EVENT_BASE, "elapsed_time", None)
+_EVENT_SYNC = getattr(_EVENT_BASE, "synchronize", None)
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
 

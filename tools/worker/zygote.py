@@ -106,7 +106,10 @@ def _probe_pid_namespace() -> bool:
 def _no_driver_queries() -> Iterator[None]:
     """While the harness is imported, the CUDA runtime's device count answers 0 without reaching the driver:
     `torch.utils.cpp_extension` asks `torch.cuda.is_available()` at import only to word a warning."""
-    real = torch._C._cuda_getDeviceCount
+    real = getattr(torch._C, "_cuda_getDeviceCount", None)
+    if real is None:  # a CPU build of torch: no driver to reach
+        yield
+        return
     torch._C._cuda_getDeviceCount = lambda: 0
     try:
         yield
@@ -129,7 +132,9 @@ def _probe_cuda_fork() -> str:
         os.close(read_fd)
         verdict = "error"
         try:
-            if torch._C._cuda_isInBadFork():
+            if torch.version.cuda is None:  # a CPU build of torch
+                verdict = "no_gpu"
+            elif torch._C._cuda_isInBadFork():
                 verdict = "poisoned: this process reached the CUDA driver before forking"
             elif not torch.cuda.is_available():
                 verdict = "no_gpu"

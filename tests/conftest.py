@@ -5,6 +5,7 @@ build of torch, or no nvcc)."""
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -15,6 +16,12 @@ TESTS = Path(__file__).resolve().parent
 
 # Set before any test imports the harness: every child process inherits this one cache.
 os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
+
+# A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and every child inherits that:
+# Python then installs no KeyboardInterrupt handler, so the tests that press Ctrl-C on a harness process saw
+# it run on and exit 0. Those tests are about what Ctrl-C does, as in a terminal: give it back its default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -26,10 +26,7 @@ from agent.events import LeaseEvent
 from agent.leases import Leases
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
-from tools.wire import Building
-
-BuildProgress = Callable[[Building], None]
-"""Hears what a compile's build is compiling while it runs (tools.judge.compile_kernel's `on_progress`)."""
+from tools.wire import BuildProgress
 
 
 class Evaluator(Protocol):

@@ -184,7 +184,7 @@ class Problem(BaseModel):
     @property
     def reference_hash(self) -> str:
         """Changes whenever the reference's work changes; not with how long or how often it is timed, so
-        the final re-check's longer timing can reuse a reference median that is already as tight as asked."""
+        the final re-check's longer timing compares against the reference medians the run used."""
         spec = self.spec.model_dump(mode="json", exclude={"timing_config", "limits"})
         blob = json.dumps(spec, sort_keys=True).encode() + b"\0" + self.reference_source.encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -60,6 +61,10 @@ class Building(_Message):
     extension: str
     compiling: list[str] = Field(default_factory=list, max_length=64)
     finished: int = 0
+
+
+BuildProgress = Callable[[Building], None]
+"""Hears what a fresh build is compiling while it runs (the worker's channel; a live display)."""
 
 
 class Imported(_Message):

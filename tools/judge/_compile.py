@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tools import wire
@@ -20,8 +19,6 @@ from tools.supervise import (
     visible_gpu,
 )
 
-BuildProgress = Callable[[wire.Building], None]
-
 
 def compile_kernel(
     problem: Problem,
@@ -29,7 +26,7 @@ def compile_kernel(
     *,
     gpu: int | None = None,
     pool: WarmPool | None = None,
-    on_progress: BuildProgress | None = None,
+    on_progress: wire.BuildProgress | None = None,
 ) -> CompileResult:
     """`gpu`: the only GPU its child processes see (default: those visible to this process).
     `pool`: warm workers to fork the worker from (default: that device's, unless KERNEL_AGENT_WARM=0);

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -333,9 +333,8 @@ def compile_steps(build_dir: Path) -> list[CompileStep]:
     return steps
 
 
-ProgressSink = Callable[[wire.Building], None]
 # Where a fresh build's progress goes (the worker's channel), if anywhere: set by `install`.
-PROGRESS: ProgressSink | None = None
+PROGRESS: wire.BuildProgress | None = None
 WATCH_S = 0.25
 
 
@@ -360,7 +359,7 @@ class BuildWatcher:
     """Reports a fresh build's progress to `sink` while it runs: a thread reads the shim's records every
     WATCH_S and sends what changed. The compiles run in ninja's processes; this is how the worker sees them."""
 
-    def __init__(self, extension: str, build_dir: Path, sink: ProgressSink) -> None:
+    def __init__(self, extension: str, build_dir: Path, sink: wire.BuildProgress) -> None:
         self.extension, self.build_dir, self.sink = extension, build_dir, sink
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="build-progress", daemon=True)
@@ -498,7 +497,7 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
     return CountingModule(module) if call["is_python_module"] else module
 
 
-def install(progress: ProgressSink | None = None) -> None:
+def install(progress: wire.BuildProgress | None = None) -> None:
     """Route every load_inline of the candidate through the harness's cached builder; `progress` gets what
     each fresh build is compiling as it changes."""
     global PROGRESS

@@ -3,7 +3,8 @@ builds. Each build goes through `compile_kernel` (the harness's own builder and 
 
     python -m bench.prebuild PROBLEM KERNEL.py [...] [--gpu-candidates] [--jobs 8]
 
-`--gpu-candidates` adds every distinct source of tests/adversarial/gpu/gpu_candidates.py (the GPU tests').
+`--gpu-candidates` adds every distinct source of tests/adversarial/gpu/gpu_candidates.py (the GPU tests');
+`--gate-candidates` only those the gate's tests build (`-m "gpu and gate"`: 01's extension and the faults').
 Exits 1 if any build fails.
 """
 
@@ -19,10 +20,12 @@ from tools.judge import compile_kernel
 from tools.problem import load_problem
 
 
-def gpu_candidate_sources() -> dict[str, str]:
+def gpu_candidate_sources(*, gate_only: bool = False) -> dict[str, str]:
     from tests.adversarial.gpu import gpu_candidates as g
 
-    makers = (g.baseline, g.three_x_tf32, g.kernel_never_returns)  # one per distinct extension
+    makers = (g.baseline, g.kernel_never_returns)  # one per distinct extension
+    if not gate_only:
+        makers += (g.three_x_tf32,)
     return {f"gpu_candidates.{m.__name__}": m() for m in makers}
 
 
@@ -31,12 +34,13 @@ def main() -> int:
     parser.add_argument("problem")
     parser.add_argument("kernels", nargs="*")
     parser.add_argument("--gpu-candidates", action="store_true")
+    parser.add_argument("--gate-candidates", action="store_true")
     parser.add_argument("--jobs", type=int, default=8)
     args = parser.parse_args()
     problem = load_problem(args.problem)
     sources = {k: Path(k).read_text() for k in args.kernels}
-    if args.gpu_candidates:
-        sources |= gpu_candidate_sources()
+    if args.gpu_candidates or args.gate_candidates:
+        sources |= gpu_candidate_sources(gate_only=not args.gpu_candidates)
     unique: dict[str, str] = {}
     for name, code in sources.items():
         unique.setdefault(code, name)

@@ -35,6 +35,7 @@ class Plan:
         cls, problem: Problem, job: Job, master: int, refs: ReferenceTimes, refresh: bool = False
     ) -> Plan:
         cfg = problem.spec.timing_config
+        candidate_cfg = cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
         cases = [
             {
                 "name": c.name,
@@ -58,7 +59,11 @@ class Plan:
                 "out_path": str(job.work / f"timing_{i}.out.pt"),
                 "time_reference": refresh or refs.get(t) is None,
                 "profile": t.primary or len(problem.spec.timing) == 1,
-                "cfg": {k: v for k, v in cfg.model_dump().items() if k != "input_sets"},
+                "cfg": candidate_cfg,
+                "reference_cfg": {
+                    **candidate_cfg,
+                    "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds),
+                },
             }
             for i, t in enumerate(problem.spec.timing)
         ]

@@ -149,7 +149,7 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
     torch.save(truths, item["truth_path"])
     del truths
     start = time.perf_counter()
-    stats = reference_timing(built, sets, device, item["cfg"]) if item["time_reference"] else None
+    stats = reference_timing(built, sets, device, item["reference_cfg"]) if item["time_reference"] else None
     channel.send(
         wire.TimingReady(
             name=item["name"],

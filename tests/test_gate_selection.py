@@ -1,0 +1,82 @@
+"""The GPU gate (bench/h200_gate.sh) runs `-m "gpu and gate"`: this pins which tests that is, so that what
+the gate covers (issue 22) cannot shrink unnoticed, and checks the scripts' own bookkeeping on the CPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+# What the gate must cover, and the test that covers it.
+GATE = {
+    "an honest kernel correct and timed": "tests/test_gpu_evaluator.py::"
+    "test_honest_cuda_baseline_passes_every_case_and_is_timed",
+    "a timing exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_unjoined_side_stream_is_caught_by_the_host_clock",
+    "an output exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_unwritten_output_shows_the_nan_poison",
+    "a precision exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_tf32_flag_in_forward_is_flagged_and_fails_the_tolerance",
+    "a hang → timeout, the next candidate ok": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_kernel_that_never_returns_times_out",
+    "an illegal address → runtime_error, the next candidate ok": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_illegal_address_is_a_runtime_error_and_stops_the_worker",
+}
+
+
+def collected(*args: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return {line.strip() for line in proc.stdout.splitlines() if "::" in line}
+
+
+@pytest.fixture(scope="module")
+def gpu_tests() -> set[str]:
+    return collected("-m", "gpu", "tests")
+
+
+def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
+    assert collected("-m", "gpu and gate", "tests") == set(GATE.values())
+
+
+def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(gpu_tests: set[str]) -> None:
+    """bench/h200_gpu_tests.sh: PART=1 is tests/adversarial/gpu, PART=2 every other gpu-marked test."""
+    part1 = collected("-m", "gpu", "tests/adversarial/gpu")
+    part2 = collected("-m", "gpu", "tests", "--ignore=tests/adversarial/gpu")
+    assert part1
+    assert part2
+    assert part1.isdisjoint(part2)
+    assert part1 | part2 == gpu_tests
+
+
+@pytest.mark.parametrize(
+    ("summary", "counts"),
+    [
+        ("==== 6 passed, 240 deselected in 80.1s ====", "6 0"),
+        ("==== 1 failed, 5 passed, 240 deselected in 80.1s ====", "5 1"),
+        ("==== 4 passed, 1 skipped, 2 errors in 9.0s ====", "4 2"),
+        ("collecting ... (cut by its time limit)", "0 1"),
+    ],
+)
+def test_the_scripts_read_pytests_summary(tmp_path: Path, summary: str, counts: str) -> None:
+    log = tmp_path / "log.txt"
+    log.write_text(f"tests/x.py::test_a PASSED\n{summary}\n")
+    proc = subprocess.run(
+        ["bash", "-c", f". bench/h200_lib.sh && pytest_counts {log}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"START": "0", "PATH": "/usr/bin:/bin"},
+    )
+    assert proc.stdout.strip() == counts, proc.stderr

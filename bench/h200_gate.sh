@@ -15,10 +15,11 @@
 # Budget: 300 s of command time, install included. Ends with one line:
 #   PASSED: N passed, 0 failed      or      FAILED: N passed, M failed
 # Logs in $OUT (default /tmp/gate): gate.txt, gpu_tests.txt, gpu_durations.txt, gpu_failures.txt,
-# bench_best.json, run.txt, figures.jsonl. The whole GPU tier: bench/h200_gpu_tests.sh.
+# bench_best.json, run.txt, run.tar.gz (the run's folder), figures.jsonl. The whole GPU tier: bench/h200_gpu_tests.sh.
 set -uo pipefail
 START=$(date +%s)
 OUT=${OUT:-/tmp/gate}; mkdir -p "$OUT"
+RUNS=${GATE_RUNS:-/tmp/gate_runs}  # the scripted run's folder, packed into $OUT/run.tar.gz at the end
 LIMIT=${GATE_LIMIT:-300}  # the budget; GATE_LIMIT only to learn how far over it runs
 exec > >(tee "$OUT/gate.txt") 2>&1
 left() { echo $(( LIMIT - $(elapsed) )); }
@@ -61,10 +62,11 @@ check "agent bench best.py (exit $rc)" $(( rc != 0 ? rc : $? ))
 step_done "agent bench"
 
 timeout "$(( $(left) - 2 ))" agent run problems/selective_scan.yaml --model scripted --max-turns 2 \
-  --runs-dir "$OUT/runs" > "$OUT/run.txt" 2>&1
+  --runs-dir "$RUNS" > "$OUT/run.txt" 2>&1
 rc=$?
 tail -4 "$OUT/run.txt"
-run=$(ls -d "$OUT"/runs/*selective_scan-* 2>/dev/null | tail -1)
+run=$(ls -d "$RUNS"/*selective_scan-* 2>/dev/null | tail -1)
+tar -czf "$OUT/run.tar.gz" -C "$RUNS" "$(basename "$run")" 2>/dev/null
 python3 - "$run" <<'PY'
 import json, sys
 from pathlib import Path

@@ -55,7 +55,11 @@ def run_bench(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         result = benchmark(
-            problem, kernel.read_text(), seed=args.seed, refresh_reference=args.fresh_reference
+            problem,
+            kernel.read_text(),
+            seed=args.seed,
+            refresh_reference=args.fresh_reference,
+            prefetch_next=False,  # one evaluation: nothing to prepare the next one for
         )
     except Exception as exc:  # the harness itself broke: say so plainly, exit 3
         if args.json:

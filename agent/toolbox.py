@@ -8,7 +8,6 @@ of `agent show` and the live display (agent.event_view) all read the records.
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -133,6 +132,9 @@ BENCHMARK = Tool(
 
 FINAL_RECHECK = Tool(
     name="final_recheck",
+    # seed None: the evaluation's data and truth come from a seed drawn in secret and never used before (the
+    # truth made ahead while the run went on, or made now), so a kernel fitted to what it saw gains nothing,
+    # and the re-check does not wait for truth nobody will use and then make its own (20 s a kernel on the H200).
     description="A candidate benchmarked again at the end: a fresh seed, twice the repetitions.",
     brief="",
     phase="rechecking",
@@ -141,7 +143,7 @@ FINAL_RECHECK = Tool(
         more_repetitions(job.problem),
         job.code,
         job.trajectory,
-        seed=secrets.randbits(31),
+        seed=None,
         kernel_path=job.kernel_path,
         on_progress=job.on_progress,
     ),  # fmt: skip

@@ -61,7 +61,7 @@ def test_the_next_evaluation_runs_in_a_cuda_worker_made_ahead() -> None:
     assert first.status == "ok", first.message
     pool = pool_for(None)  # the model's turn, long enough for truth and the worker to be prepared
     assert pool is not None
-    pool.wait_prefetch(problem.content_hash)
+    pool.wait_prefetch(problem.data_hash)
     second = benchmark(problem, BASELINE.read_text())
     assert second.status == "ok", second.message
     assert second.workers == "warm"

@@ -218,7 +218,7 @@ def test_a_worker_still_being_made_takes_the_order_that_arrives_for_it(tiny: Pro
     still run it. (Seen on the H200: every back-to-back evaluation crashed with exit 70.)"""
     for seed in range(2):
         assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"  # truth and a worker made ahead
-        warm.wait_prefetch(tiny.content_hash)
+        warm.wait_prefetch(tiny.data_hash)
         # A seeded evaluation takes that worker but not the truth made ahead (its seed is given) ...
         assert benchmark(tiny, v.baseline(), seed=1_000_000_007 + seed, pool=warm).status == "ok"
         # ... so the next one finds its truth ready and no worker: one is asked for as it starts, and its
@@ -231,7 +231,7 @@ def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Probl
     from tools.judge import compile_kernel
 
     assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"
-    warm.wait_prefetch(tiny.content_hash)
+    warm.wait_prefetch(tiny.data_hash)
     zygote = warm.zygote()
     assert zygote.wait_prepared(30)
     made = zygote.prepared_pid

@@ -76,7 +76,7 @@ def test_warm_and_cold_give_the_same_verdicts(
 def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, warm: WarmPool) -> None:
     first = benchmark(tiny, v.baseline(), pool=warm)  # times nothing anew afterwards: prefetch starts
     assert first.status == "ok", first.message
-    assert warm.pending(tiny.content_hash)
+    assert warm.pending(tiny.data_hash)
     second = benchmark(tiny, v.wrong_no_skip(), pool=warm)
     third = benchmark(tiny, v.baseline(), pool=warm)
     assert second.status == "incorrect", second.message
@@ -85,6 +85,49 @@ def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, 
     assert "truth_start" not in second.phases
     assert "truth_start" not in third.phases
     assert len({first.seed, second.seed, third.seed}) == 3  # a fresh secret seed every evaluation
+
+
+def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(
+    tiny: Problem, warm: WarmPool
+) -> None:
+    """The re-check's problem differs only in its repetitions: same data key, so the truth made ahead while
+    the run went on serves it, retuned to the longer timing. It waited 8.6 s for that prefetch and then made
+    its own truth (H200 gate, 2026-12-01: 26 s a re-checked kernel)."""
+    from agent.toolbox import more_repetitions
+
+    longer = more_repetitions(tiny)
+    assert longer.data_hash == tiny.data_hash
+    assert longer.content_hash != tiny.content_hash
+    other_sets = tiny.model_copy(
+        update={"spec": tiny.spec.model_copy(update={"timing_config": tiny.spec.timing_config.model_copy(
+            update={"input_sets": tiny.spec.timing_config.input_sets + 1})})}
+    )  # fmt: skip
+    assert other_sets.data_hash != tiny.data_hash  # more input sets: other data, other truth
+    first = benchmark(tiny, v.baseline(), pool=warm)
+    assert first.status == "ok", first.message
+    warm.wait_prefetch(tiny.data_hash)
+    recheck = benchmark(longer, v.baseline(), pool=warm)
+    assert recheck.status == "ok", recheck.message
+    assert "truth_start" not in recheck.phases  # no truth made on its critical path
+    assert recheck.seed != first.seed
+    timed = recheck.primary_timing
+    assert timed is not None
+    assert timed.candidate is not None
+    assert timed.candidate.n >= longer.spec.timing_config.min_iters  # timed with the longer settings
+
+
+def test_the_final_recheck_leaves_the_seed_to_the_evaluator(tiny: Problem) -> None:
+    """A seed of its own would make truth nobody prepared; None takes a secret one never used before."""
+    from agent.toolbox import FINAL_RECHECK, ToolJob, more_repetitions
+
+    class Recording:
+        def benchmark(self, problem: Problem, code: str, trajectory: object, **kwargs: object) -> None:
+            self.problem, self.kwargs = problem, kwargs
+
+    executor = Recording()
+    FINAL_RECHECK.run(ToolJob(tiny, "code", "kernels/001.py", None, executor))  # type: ignore[arg-type]
+    assert executor.kwargs["seed"] is None
+    assert executor.problem.content_hash == more_repetitions(tiny).content_hash
 
 
 def test_a_crash_replaces_the_zygote_and_the_next_candidate_is_clean(tiny: Problem, warm: WarmPool) -> None:
@@ -123,7 +166,7 @@ def test_prepared_data_is_off_limits_to_other_candidates(tiny: Problem) -> None:
     ev = WarmPool()
     try:
         assert benchmark(tiny, v.baseline(), pool=ev).status == "ok"
-        ev.wait_prefetch(tiny.content_hash)
+        ev.wait_prefetch(tiny.data_hash)
         files = list(ev.staging.rglob("*.pt"))
         assert files, "a prepared job waits in staging"
         snooper = v.replace("import torch\n", f"import torch\nopen({str(files[0])!r}, 'rb').read()\n")

@@ -193,6 +193,14 @@ class Problem(BaseModel):
         blob = json.dumps(spec, sort_keys=True).encode() + b"\0" + self.reference_source.encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
+    @property
+    def data_hash(self) -> str:
+        """Changes whenever an evaluation's data or truth would: the reference's work and the number of
+        input sets, not the timing's repetitions. Truth made ahead (and its truth server) is keyed on it, so
+        the final re-check, which only times longer, takes truth prepared from a seed no candidate has seen."""
+        blob = f"{self.reference_hash}|sets={self.spec.timing_config.input_sets}".encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
     def smallest_case(self) -> Case:
         def volume(case: Case) -> int:
             sizes = {**self.size_constants, **case.sizes}

@@ -51,12 +51,15 @@ def benchmark(
     refresh_reference: bool = False,
     gpu: int | None = None,
     pool: WarmPool | None = None,
+    prefetch_next: bool = True,
 ) -> BenchResult:
     """Evaluate one candidate. `refresh_reference` re-times the reference instead of using the cached time
     (a final re-check does this: on a busy host the cached figure may come from other conditions).
     `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process).
     `pool`: the warm workers to use (tools.supervise.pool); default: that device's, unless
-    KERNEL_AGENT_WARM=0 asks for the cold path (fresh processes for everything)."""
+    KERNEL_AGENT_WARM=0 asks for the cold path (fresh processes for everything).
+    `prefetch_next=False`: no next evaluation is prepared afterwards (a one-shot `agent bench` has none, and
+    its exit waited for that work)."""
     start = time.monotonic()
     ev = pool if pool is not None else pool_for(gpu)
     env = collect_env(problem)
@@ -81,9 +84,7 @@ def benchmark(
         ev.prepare_worker(worker_kind(problem))
     waiting = time.monotonic()
     # Taken before the device lock: a prefetch still running holds that lock until it is done.
-    ready = (
-        ev.take_prefetched(problem.content_hash) if ev and seed is None and not refresh_reference else None
-    )
+    ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
     with ev.device if ev is not None else visible_gpu(gpu):
         clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
         prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
@@ -96,7 +97,8 @@ def benchmark(
     if ev is not None:
         if suspicious:
             ev.replace_zygote()
-        prefetch(problem, env, ev)
+        if prefetch_next:
+            prefetch(problem, env, ev)
     result.seconds = time.monotonic() - start
     result.phases = phases.finish(clock, result.seconds)
     return result

@@ -23,6 +23,13 @@ from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, c
 from tools.worker.refmod import derive_seed
 
 
+def timing_cfgs(problem: Problem) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The timing loop's settings for the candidate, and for the reference (bounded in seconds)."""
+    cfg = problem.spec.timing_config
+    candidate = cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
+    return candidate, {**candidate, "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds)}
+
+
 @dataclass
 class Plan:
     """Every case and shape of one evaluation, with its seed and the files that carry its data."""
@@ -34,8 +41,7 @@ class Plan:
     def make(
         cls, problem: Problem, job: Job, master: int, refs: ReferenceTimes, refresh: bool = False
     ) -> Plan:
-        cfg = problem.spec.timing_config
-        candidate_cfg = cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
+        candidate_cfg, reference_cfg = timing_cfgs(problem)
         cases = [
             {
                 "name": c.name,
@@ -53,21 +59,24 @@ class Plan:
                 "name": t.name,
                 "sizes": {**problem.size_constants, **t.sizes},
                 "seed": derive_seed(master, t.name),
-                "sets": cfg.input_sets,
+                "sets": problem.spec.timing_config.input_sets,
                 "data_path": str(job.shared / f"timing_{i}.pt"),
                 "truth_path": str(job.private / f"timing_{i}.truth.pt"),
                 "out_path": str(job.work / f"timing_{i}.out.pt"),
                 "time_reference": refresh or refs.get(t) is None,
                 "profile": t.primary or len(problem.spec.timing) == 1,
                 "cfg": candidate_cfg,
-                "reference_cfg": {
-                    **candidate_cfg,
-                    "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds),
-                },
+                "reference_cfg": reference_cfg,
             }
             for i, t in enumerate(problem.spec.timing)
         ]
         return cls(cases, timing)
+
+    def retune(self, problem: Problem) -> None:
+        """Time with `problem`'s settings: a plan made ahead for the same data serves a longer timing."""
+        candidate_cfg, reference_cfg = timing_cfgs(problem)
+        for item in self.timing:
+            item["cfg"], item["reference_cfg"] = dict(candidate_cfg), dict(reference_cfg)
 
     def relocate(self, old: Path, new: Path) -> None:
         """The job moved from `old` to `new`: every path in the plan follows it."""
@@ -193,7 +202,7 @@ def prepare(
             truth = run_truth(job, problem, plan)
         else:
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
-            truth = pool.run_truth(problem.content_hash, truth_request(problem, plan), deadline)
+            truth = pool.run_truth(problem.data_hash, truth_request(problem, plan), deadline)
         truths: dict[str, Any] = {}
         if truth.first(wire.Done) is not None:
             plan.attach_reference_errors(truth)
@@ -225,6 +234,7 @@ def obtain(
         if prefetch_usable(ready, problem, env):
             old = ready.job.move_to(pool.jobs_dir)
             ready.plan.relocate(old, ready.job.root)
+            ready.plan.retune(problem)
             return ready
         ready.discard()
     master = seed if seed is not None else secrets.randbits(62)
@@ -248,7 +258,7 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
 
     # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
     truth = make if reference_cached(problem, env) else None
-    pool.start_prefetch(problem.content_hash, truth, worker=worker_kind(problem))
+    pool.start_prefetch(problem.data_hash, truth, worker=worker_kind(problem))
 
 
 def worker_kind(problem: Problem) -> str:

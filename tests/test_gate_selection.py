@@ -13,10 +13,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 # What the gate must cover, and the test that covers it.
 GATE = {
-    "an honest kernel correct and timed": "tests/test_gpu_evaluator.py::"
-    "test_honest_cuda_baseline_passes_every_case_and_is_timed",
+    "an honest kernel correct and timed": "tests/adversarial/gpu/test_gpu_exploits.py::"
+    "test_honest_01_on_the_small_problem_comes_out_clean",
     "a timing exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"
-    "test_unjoined_side_stream_is_caught_by_the_host_clock",
+    "test_patched_event_elapsed_time_is_timer_tampering",
     "an output exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"
     "test_unwritten_output_shows_the_nan_poison",
     "a precision exploit caught": "tests/adversarial/gpu/test_gpu_exploits.py::"

@@ -18,7 +18,6 @@ BASELINE = REPO / "problems" / "selective_scan" / "solutions" / "01_naive_fused.
 
 
 @pytest.mark.gpu
-@pytest.mark.gate
 def test_honest_cuda_baseline_passes_every_case_and_is_timed() -> None:
     problem = load_problem(REPO / "problems" / "selective_scan.yaml")
     result = benchmark(problem, BASELINE.read_text())

@@ -92,11 +92,10 @@ class UsageError(Exception):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from agent import exits
+    from agent.console import make_console
 
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     from agent.providers.base import ProviderError
     from agent.resume import CannotResume
     from tools.problem import ProblemError

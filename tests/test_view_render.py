@@ -213,27 +213,39 @@ def test_ls_mixed_folder(tmp_path: Path) -> None:
     assert text == LS_WIDE.format(bad=error)
 
 
-def test_ls_narrow_console_keeps_every_number(tmp_path: Path) -> None:
+LS_NARROW = """\
+20261129T120000Z-selective_scan-d4e5f6
+  selective_scan · anthropic/claude-sonnet-5-5 · killed · turns 3 · tokens
+  18,101 · cost $0.222 · wall 3m 49s · best 5.10×
+20261129T101500Z-selective_scan-a1b2c3
+  selective_scan · anthropic/claude-opus-5-5 · finished (submitted) · turns 5 ·
+  tokens 37,088 · cost $0.335 · wall 6m 07s · best 31.2×
+20261129T090000Z-selective_scan_cpu-5c0000
+  selective_scan_cpu · scripted playback · finished (submitted) · turns 3 ·
+  tokens – · cost – · wall 1m 41s · best 3.40×"""
+
+
+def test_ls_narrow_console_lists_each_run_under_its_id(tmp_path: Path) -> None:
     for run in (SCRIPTED, COMPLETE, PARTIAL):
         shutil.copytree(run, tmp_path / run.name)
-    text = text_of(render_ls(list_runs(tmp_path, now=NOW)), width=80)
-    assert max(len(line) for line in text.splitlines()) <= 80
-    assert text.splitlines()[0].split() == [
-        "run",
-        "model",
-        "status",
-        "turns",
-        "tokens",
-        "cost",
-        "wall",
-        "best",
-    ]
-    for cells in (
-        "3 18,101 $0.222 3m 49s 5.10×",
-        "5 37,088 $0.335 6m 07s 31.2×",
-        "3      –      – 1m 41s 3.40×",
-    ):
-        assert cells in text
+    assert text_of(render_ls(list_runs(tmp_path, now=NOW)), width=80) == LS_NARROW
+
+
+def ls_text(listing_dir: Path, width: int) -> str:
+    """`agent ls` as the CLI prints it: a run id past a narrow console's edge is not cut."""
+    console = Console(file=io.StringIO(), width=width, legacy_windows=False)
+    console.print(render_ls(list_runs(listing_dir, now=NOW)), crop=False)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_ls_prints_whole_run_ids_at_any_width(tmp_path: Path) -> None:
+    mixed_runs(tmp_path)
+    ids = sorted(p.name for p in tmp_path.iterdir())
+    for width in (20, 40, 60, 80, 100, 120, 140, 152, 156, 200, 300):
+        lines = ls_text(tmp_path, width).splitlines()
+        words = {word for line in lines for word in line.split()}
+        assert set(ids) <= words, f"width {width}: a run id is broken\n" + "\n".join(lines)
+        assert {"37,088", "$0.335", "31.2×"} <= words, f"width {width}: a number is cut"
 
 
 def test_ls_of_an_empty_folder(tmp_path: Path) -> None:

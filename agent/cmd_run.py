@@ -354,8 +354,14 @@ def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
+    from agent.fmt import fmt_count, fmt_speedup
+
     s, best_kernel = agent.state, agent.standings.best
-    best = f"{best_kernel.speedup:.2f}x ({agent.log.dir / 'best.py'})" if best_kernel else "no correct kernel"
+    best = (
+        f"{fmt_speedup(best_kernel.speedup)} ({agent.log.dir / 'best.py'})"
+        if best_kernel
+        else "no correct kernel"
+    )
     tokens = (
         "0 tokens, $0.00 (scripted playback)"
         if agent.setup.provider.scripted
@@ -363,4 +369,4 @@ def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
             f"tokens in={s.usage.tokens_in:,} out={s.usage.output_tokens:,} (thinking {s.usage.thinking_tokens:,}), ${s.cost_usd:.2f}"
         )
     )
-    return f"[bold]{status}[/]: {message}\n{s.turn} turns · {tokens} · best {best}\nlog: {agent.log.dir}"
+    return f"[bold]{status}[/]: {message}\n{fmt_count(s.turn, 'turn')} · {tokens} · best {best}\nlog: {agent.log.dir}"

@@ -42,7 +42,9 @@ def best_bench(run: RunData) -> BenchResult | None:
 
 def summary_html(run: RunData) -> str:
     info, env = run.info, run.info.environment
-    status_class = {"killed": "bad", "running": "warn"}.get(run.status.state, "ok")
+    status_class = (
+        "bad" if run.status.failed else {"killed": "bad", "running": "warn"}.get(run.status.state, "ok")
+    )
     message = run.summary.message if run.summary else ""
     scripted = f'<span class="scripted">{SCRIPTED_LABEL}</span>'
     rows = [

@@ -151,6 +151,8 @@ def leases_line(run: RunData) -> str:
 
 
 def status_style(run: RunData) -> str:
+    if run.status.failed:
+        return BAD_STYLE
     return {"running": "yellow", "killed": BAD_STYLE}.get(run.status.state, OK_STYLE)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import socket
 from datetime import datetime
@@ -263,3 +264,29 @@ def test_a_running_run_waits_for_its_result(tmp_path: Path) -> None:
     assert "status   running (benchmarking)" in text
     assert "  submitted kernel · 68 lines\n  no result yet (the run is still going)\n" in text
     assert "killed" not in text
+
+
+def test_a_status_label_says_each_thing_once() -> None:
+    from agent.rundata import RunStatus
+
+    assert RunStatus("finished", "Finished").label == "finished"  # not "finished (Finished)"
+    assert RunStatus("finished", "TargetReached").label == "finished (TargetReached)"
+    assert RunStatus("finished", "TurnLimit").label == "stopped (TurnLimit)"
+    assert RunStatus("finished", "Interrupted").label == "stopped (Interrupted)"
+    failed = RunStatus("finished", "ModelError")
+    assert (failed.label, failed.failed) == ("failed (ModelError)", True)
+    assert RunStatus("running", phase="compiling").label == "running (compiling)"
+    assert RunStatus("killed").label == "killed"
+
+
+def test_a_speedup_is_written_with_the_times_sign_everywhere() -> None:
+    """One way to write a speedup (`0.90×`, agent.fmt.fmt_speedup), never also `0.90x`: no f-string in
+    agent/ puts an `x` right after a number it formats."""
+    agent_dir = Path(__file__).resolve().parent.parent / "agent"
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(agent_dir.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"\}x\b", line)
+    ]
+    assert found == []

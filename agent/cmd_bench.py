@@ -108,6 +108,23 @@ def run_bench(args: argparse.Namespace) -> int:
     return EXIT_CORRECT if result.correct else EXIT_INCORRECT
 
 
+def defaulted_tolerance(problem: Problem) -> dict[str, float]:
+    """The tolerance bounds the spec leaves out, with the values they get (a check must not pass in
+    silence while the candidates will be judged by numbers the author never wrote)."""
+    spec = problem.spec
+    given = spec.tolerance.model_fields_set if "tolerance" in spec.model_fields_set else set()
+    return {name: value for name, value in spec.tolerance.model_dump().items() if name not in given}
+
+
+def defaults_note(defaults: dict[str, float]) -> str:
+    from tools.problem import Tolerance
+
+    values = ", ".join(f"{name} {value:g}" for name, value in defaults.items())
+    if len(defaults) == len(Tolerance.model_fields):
+        return f"note: the spec gives no tolerance; candidates are judged by the defaults: {values}"
+    return f"note: the spec's tolerance leaves out {', '.join(defaults)}; the defaults apply: {values}"
+
+
 def run_check(args: argparse.Namespace) -> int:
     """0 the spec is valid and its reference ran (on a machine without a GPU, on the CPU, with a note of
     what was not checked), 2 a bad spec or a reference that fails, 3 the harness could not run it."""
@@ -117,12 +134,15 @@ def run_check(args: argparse.Namespace) -> int:
     if problem is None:
         return EXIT_USAGE
     result = check_problem(problem)
+    defaults = defaulted_tolerance(problem)
     if args.json:
-        print(result.model_dump_json())
+        print(json.dumps({**result.model_dump(mode="json"), "defaults": {"tolerance": defaults}}))
     else:
         print(result.message)
         for item in result.not_checked:
             print(f"not checked here: {item}")
+        if defaults:
+            print(defaults_note(defaults))
     if result.ok:
         return EXIT_CORRECT
     return EXIT_USAGE if result.reference_failed else EXIT_HARNESS

@@ -30,17 +30,39 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
 
 
 def register(subparsers: Any) -> None:
+    from agent.providers import DEFAULT_MODEL
+
     p = subparsers.add_parser("run", help="let the agent write and benchmark kernels for a problem")
     p.add_argument("problem", nargs="?", help="problem spec (.yaml) or KernelBench .py; omit with --resume")
     p.add_argument(
-        "--model", help="a Claude model id, or 'scripted' (default: Claude if ANTHROPIC_API_KEY is set)"
+        "--model",
+        help=f"a Claude model id, or 'scripted' (default: {DEFAULT_MODEL} if ANTHROPIC_API_KEY is set, "
+        "else the problem's scripted playback)",
     )
     p.add_argument(
-        "--max-turns", type=int, help="stop after this many model turns (per trajectory with --parallel)"
+        "--max-turns",
+        type=int,
+        metavar="N",
+        help="stop after this many model turns (per trajectory with --parallel; default: no limit)",
     )
-    p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
-    p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
-    p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop once model usage costs this much (default: no limit)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        metavar="MIN",
+        help="stop after MIN minutes of wall time (default: no limit)",
+    )
+    p.add_argument(
+        "--target-speedup",
+        type=float,
+        metavar="X",
+        help="stop once a correct kernel reaches X (default: none)",
+    )
     p.add_argument(
         "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
     )

@@ -41,7 +41,10 @@ def compile_view(
 ) -> Iterator[RenderableType]:
     if result.ok:
         cached = " (cached)" if result.cached else ""
-        yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
+        if result.message.startswith("compiled "):  # "compiled 1 extension in 34.4 s": said once
+            yield Text(f"{result.message}{cached}", style=OK_STYLE)
+        else:
+            yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
     else:
         yield Text(f"{result.status}: {result.message}", style=BAD_STYLE)
     for diag in result.errors:

@@ -50,3 +50,11 @@ def test_messages_name_the_users_file() -> None:
     assert renamed.message == 'constructor failed:   File "my/scan.py", line 6, in __init__'
     assert named_as("SyntaxError: kernel.py line 2", "a.py") == "SyntaxError: a.py line 2"
     assert named_as("my_kernel.py and kernel.pyc stay", "a.py") == "my_kernel.py and kernel.pyc stay"
+
+
+def test_a_build_is_said_once() -> None:
+    build = CompileResult(status="ok", message="compiled 1 extension in 34.4 s", seconds=34.4)
+    result = BenchResult(
+        status="incorrect", correct=False, speedup=None, message="x", env=CPU_ENV, compile=build
+    )
+    assert "compiled 1 extension in 34.4 s" in text_of(bench_page(result)).splitlines()

@@ -31,4 +31,4 @@ def target_reached(budget: Budget, best_speedup: float | None) -> TargetReached 
     target = budget.target_speedup
     if target is None or best_speedup is None or best_speedup < target:
         return None
-    return TargetReached(f"best speedup {best_speedup:.2f}x reached --target-speedup {target:g}")
+    return TargetReached(f"best speedup {best_speedup:.2f}× reached --target-speedup {target:g}")

@@ -3,6 +3,8 @@
 Only the CLI owns the rich Console; everything it prints is rendered by pure functions elsewhere.
 Exit codes: 0 success/correct, 1 evaluated but not correct, 2 bad problem or usage, 3 harness error;
 `agent run` adds why a run stopped (agent.exits). Every subcommand's `--json` prints one JSON object.
+A reader that closes the pipe early (`agent show RUN | head`) ends the command quietly with
+`EXIT_BROKEN_PIPE`, 128 + SIGPIPE, the code a shell reports for a tool that SIGPIPE stopped.
 """
 
 from __future__ import annotations
@@ -10,9 +12,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import os
+import signal
 import sys
 
 COMMAND_MODULES = ["agent.cmd_bench", "agent.cmd_run", "agent.cmd_view"]
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 def version_text() -> str:
@@ -50,10 +55,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.handler(args))
+        code = int(args.handler(args))
+        sys.stdout.flush()  # now, so that a closed pipe is met here rather than at interpreter exit
+        return code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return quiet_broken_pipe()
+
+
+def quiet_broken_pipe() -> int:
+    """The reader of stdout has gone: no traceback, and nothing more written (Python's documented way:
+    stdout onto /dev/null, so the interpreter's last flush does not fail again)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

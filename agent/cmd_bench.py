@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tools.problem import Problem
 
 EXIT_CORRECT, EXIT_INCORRECT, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
+
+JOB_KERNEL = re.compile(r"(?<![\w.-])(?:[^\s\"'():]*/)?kernel\.py(?![\w.])")
+"""The evaluator runs a kernel as `kernel.py` in a job folder of its own; its messages and tracebacks
+name that file (and sometimes its folder), which is not the file the user gave."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,11 +49,33 @@ def _load(problem_path: str):  # noqa: ANN202 - returns tools.problem.Problem, i
         return None
 
 
-def run_bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def named_as(data: Any, kernel: str) -> Any:
+    """`data` (a result's JSON) with every mention of the job's kernel.py replaced by `kernel`."""
+    if isinstance(data, str):
+        return JOB_KERNEL.sub(lambda _: kernel, data)
+    if isinstance(data, dict):
+        return {key: named_as(value, kernel) for key, value in data.items()}
+    if isinstance(data, list):
+        return [named_as(value, kernel) for value in data]
+    return data
 
+
+def not_a_kernel(source: str) -> str | None:
+    """Why a file cannot be a kernel, found without an evaluation (which would take many seconds to say
+    so): no `ModelNew` class at module level, the evaluator's own rule (tools.judge.check_source)."""
+    from tools.judge import RULES, check_source
+
+    flags, syntax_error = check_source(source)
+    if syntax_error is None and any(flag.name == "no_model_new" for flag in flags):
+        return f"{RULES['no_model_new'].explanation} (a kernel is a Python file defining ModelNew)"
+    return None
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    from agent.console import make_console
     from agent.result_view import bench_page
     from tools.judge import benchmark
+    from tools.results import BenchResult
 
     problem = _load(args.problem)
     if problem is None:
@@ -53,10 +84,14 @@ def run_bench(args: argparse.Namespace) -> int:
     if not kernel.is_file():
         print(f"error: {kernel}: no such kernel file", file=sys.stderr)
         return EXIT_USAGE
+    source = kernel.read_text()
+    if why := not_a_kernel(source):
+        print(f"error: {kernel}: {why}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         result = benchmark(
             problem,
-            kernel.read_text(),
+            source,
             seed=args.seed,
             refresh_reference=args.fresh_reference,
             prefetch_next=False,  # one evaluation: nothing to prepare the next one for
@@ -69,13 +104,31 @@ def run_bench(args: argparse.Namespace) -> int:
         else:
             print(f"harness error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_HARNESS
+    result = BenchResult.model_validate(named_as(result.model_dump(mode="json"), str(kernel)))
     if args.json:
         print(result.model_dump_json())
     else:
-        Console().print(bench_page(result))
+        make_console().print(bench_page(result, str(kernel)))
     if result.status == "harness_error":
         return EXIT_HARNESS
     return EXIT_CORRECT if result.correct else EXIT_INCORRECT
+
+
+def defaulted_tolerance(problem: Problem) -> dict[str, float]:
+    """The tolerance bounds the spec leaves out, with the values they get (a check must not pass in
+    silence while the candidates will be judged by numbers the author never wrote)."""
+    spec = problem.spec
+    given = spec.tolerance.model_fields_set if "tolerance" in spec.model_fields_set else set()
+    return {name: value for name, value in spec.tolerance.model_dump().items() if name not in given}
+
+
+def defaults_note(defaults: dict[str, float]) -> str:
+    from tools.problem import Tolerance
+
+    values = ", ".join(f"{name} {value:g}" for name, value in defaults.items())
+    if len(defaults) == len(Tolerance.model_fields):
+        return f"note: the spec gives no tolerance; candidates are judged by the defaults: {values}"
+    return f"note: the spec's tolerance leaves out {', '.join(defaults)}; the defaults apply: {values}"
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -87,12 +140,15 @@ def run_check(args: argparse.Namespace) -> int:
     if problem is None:
         return EXIT_USAGE
     result = check_problem(problem)
+    defaults = defaulted_tolerance(problem)
     if args.json:
-        print(result.model_dump_json())
+        print(json.dumps({**result.model_dump(mode="json"), "defaults": {"tolerance": defaults}}))
     else:
         print(result.message)
         for item in result.not_checked:
             print(f"not checked here: {item}")
+        if defaults:
+            print(defaults_note(defaults))
     if result.ok:
         return EXIT_CORRECT
     return EXIT_USAGE if result.reference_failed else EXIT_HARNESS

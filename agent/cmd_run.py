@@ -30,17 +30,39 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
 
 
 def register(subparsers: Any) -> None:
+    from agent.providers import DEFAULT_MODEL
+
     p = subparsers.add_parser("run", help="let the agent write and benchmark kernels for a problem")
     p.add_argument("problem", nargs="?", help="problem spec (.yaml) or KernelBench .py; omit with --resume")
     p.add_argument(
-        "--model", help="a Claude model id, or 'scripted' (default: Claude if ANTHROPIC_API_KEY is set)"
+        "--model",
+        help=f"a Claude model id, or 'scripted' (default: {DEFAULT_MODEL} if ANTHROPIC_API_KEY is set, "
+        "else the problem's scripted playback)",
     )
     p.add_argument(
-        "--max-turns", type=int, help="stop after this many model turns (per trajectory with --parallel)"
+        "--max-turns",
+        type=int,
+        metavar="N",
+        help="stop after this many model turns (per trajectory with --parallel; default: no limit)",
     )
-    p.add_argument("--max-cost", type=float, metavar="USD", help="stop once model usage costs this much")
-    p.add_argument("--max-minutes", type=float, help="stop after this much wall time")
-    p.add_argument("--target-speedup", type=float, metavar="X", help="stop once a correct kernel reaches X")
+    p.add_argument(
+        "--max-cost",
+        type=float,
+        metavar="USD",
+        help="stop once model usage costs this much (default: no limit)",
+    )
+    p.add_argument(
+        "--max-minutes",
+        type=float,
+        metavar="MIN",
+        help="stop after MIN minutes of wall time (default: no limit)",
+    )
+    p.add_argument(
+        "--target-speedup",
+        type=float,
+        metavar="X",
+        help="stop once a correct kernel reaches X (default: none)",
+    )
     p.add_argument(
         "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
     )
@@ -92,11 +114,10 @@ class UsageError(Exception):
 
 
 def handle(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from agent import exits
+    from agent.console import make_console
 
-    console = Console(stderr=True, highlight=False)
+    console = make_console(stderr=True)
     from agent.providers.base import ProviderError
     from agent.resume import CannotResume
     from tools.problem import ProblemError
@@ -355,8 +376,14 @@ def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
+    from agent.fmt import fmt_count, fmt_speedup
+
     s, best_kernel = agent.state, agent.standings.best
-    best = f"{best_kernel.speedup:.2f}x ({agent.log.dir / 'best.py'})" if best_kernel else "no correct kernel"
+    best = (
+        f"{fmt_speedup(best_kernel.speedup)} ({agent.log.dir / 'best.py'})"
+        if best_kernel
+        else "no correct kernel"
+    )
     tokens = (
         "0 tokens, $0.00 (scripted playback)"
         if agent.setup.provider.scripted
@@ -364,4 +391,4 @@ def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
             f"tokens in={s.usage.tokens_in:,} out={s.usage.output_tokens:,} (thinking {s.usage.thinking_tokens:,}), ${s.cost_usd:.2f}"
         )
     )
-    return f"[bold]{status}[/]: {message}\n{s.turn} turns · {tokens} · best {best}\nlog: {agent.log.dir}"
+    return f"[bold]{status}[/]: {message}\n{fmt_count(s.turn, 'turn')} · {tokens} · best {best}\nlog: {agent.log.dir}"

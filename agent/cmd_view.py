@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.markup import escape
 
 from agent.cmd_run import positive_int
+from agent.console import make_console
 from agent.runread import RunReadError, default_runs_dir, list_runs, load_run, resolve_run
 
 RUNS_DIR_HELP = "where a run given by name is looked for (default: $KERNEL_AGENT_RUNS, else runs/)"
@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def fail(message: str) -> int:
-    Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    make_console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     return 2
 
 
@@ -96,8 +96,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.follow:
         from agent.follow import follow
 
-        return follow(run, tail, Console(highlight=False), opts)
-    Console(highlight=False).print(render_run(run, opts))
+        return follow(run, tail, make_console(), opts)
+    make_console().print(render_run(run, opts))
     return 0
 
 
@@ -113,7 +113,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         from agent.run_json import ls_json
 
         return print_json(ls_json(runs_dir, listings))
-    Console(highlight=False).print(render_ls(listings))
+    make_console().print(render_ls(listings), crop=False)  # a run id is never cut
     return 0
 
 
@@ -131,5 +131,5 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"cannot write {out}: {exc.strerror or exc}")
     if args.json:
         return print_json({"run_dir": str(run.path), "report": str(out)})
-    Console(highlight=False).print(f"wrote {out}", markup=False)
+    make_console().print(f"wrote {out}", markup=False, soft_wrap=True)
     return 0

@@ -69,7 +69,7 @@ def _stats(s: TimingStats | None) -> str:
 
 
 def _timing_line(t: ShapeTiming) -> str:
-    speed = f"{t.speedup:.2f}x" if t.speedup is not None else "no speedup"
+    speed = f"{t.speedup:.2f}×" if t.speedup is not None else "no speedup"
     note = f" ({t.message})" if t.message else ""
     return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{note}"
 
@@ -96,12 +96,12 @@ def _best_line(best: TimedKernel | None, improved: bool) -> str:
     if best is None:
         return "Best so far: none correct yet."
     mark = " (this kernel: new best)" if improved else ""
-    return f"Best so far: {best.speedup:.2f}x at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
+    return f"Best so far: {best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
 
 
 def bench_headline(result: BenchResult) -> str:
     if result.correct and result.speedup is not None:
-        return f"benchmark CORRECT: {result.speedup:.2f}x the reference's speed."
+        return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed."
     if result.status == "suspect":
         why = next((f.message for f in result.flag_details if f.name == "timing_mismatch"), result.message)
         return f"benchmark SUSPECT: outputs correct, timing not trusted (no speedup counted): {why}"

@@ -44,6 +44,11 @@ def fmt_speedup(speedup: float | None) -> str:
     return f"{speedup:.2f}×"
 
 
+def fmt_count(n: int, noun: str) -> str:
+    """`1 turn`, `4 turns`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def fmt_cost(dollars: float) -> str:
     return f"${dollars:.2f}" if dollars >= 1 else f"${dollars:.3f}"
 

@@ -81,7 +81,7 @@ def build_text(build: BuildStep, now: float) -> str:
 def status_text(p: Progress, now: float | None = None) -> str:
     """The status line at clock time `now` (default: when `p` was taken)."""
     now = p.taken_at if now is None else now
-    best = f"{p.best_speedup:.2f}x" if p.best_speedup is not None else "—"
+    best = f"{p.best_speedup:.2f}×" if p.best_speedup is not None else "—"
     tokens = (
         "0 tokens (scripted playback)"
         if p.scripted

@@ -45,7 +45,7 @@ def branch_brief(log: RunLog, best: TimedKernel) -> str:
         "This conversation is a branch of a parallel search. Other trajectories have already tried these "
         "kernels (most recent last):\n"
         + "\n".join(tried)
-        + f"\n\nThe fastest correct kernel so far is {best.kernel_path} ({best.speedup:.2f}x, "
+        + f"\n\nThe fastest correct kernel so far is {best.kernel_path} ({best.speedup:.2f}×, "
         f"{best.median_ms:.4g} ms ± {best.rse:.1%}). Start from it and make it faster; a new kernel "
         f"becomes the best only if it beats this one beyond the measured spread.\n\n```python\n{code}\n```"
     )

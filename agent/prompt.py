@@ -39,7 +39,7 @@ def _budget_lines(budget: Budget) -> list[str]:
     if budget.max_minutes is not None:
         lines.append(f"- at most {budget.max_minutes:g} minutes of wall time")
     if budget.target_speedup is not None:
-        lines.append(f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}x")
+        lines.append(f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}×")
     return lines or ["- no explicit limit; end your turn without a tool call when you are done"]
 
 
@@ -107,7 +107,7 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
         f"within atol={tol.atol:g} + rtol={tol.rtol:g}*|truth| and relative L2 error <= {tol.rel_l2:g}"
         + (
             f"; on a case where the fp32 reference itself is further from the truth (a long recurrence), both "
-            f"bounds widen to {tol.calibration:g}x the reference's own error there"
+            f"bounds widen to {tol.calibration:g}× the reference's own error there"
             if tol.calibration
             else ""
         )

@@ -11,7 +11,7 @@ from agent import toolbox
 from agent.events import ToolCallEvent
 from agent.fmt import SCRIPTED_LABEL, fmt_cost, fmt_duration, fmt_speedup, fmt_time, tokens_by_kind
 from agent.report_assets import CSS, SCRIPT
-from agent.report_charts import shape_charts, speedup_chart, time_chart, tokens_chart
+from agent.report_charts import recheck_note, shape_charts, speedup_chart, time_chart, tokens_chart
 from agent.report_turns import (
     esc,
     highlighted,
@@ -42,7 +42,9 @@ def best_bench(run: RunData) -> BenchResult | None:
 
 def summary_html(run: RunData) -> str:
     info, env = run.info, run.info.environment
-    status_class = {"killed": "bad", "running": "warn"}.get(run.status.state, "ok")
+    status_class = (
+        "bad" if run.status.failed else {"killed": "bad", "running": "warn"}.get(run.status.state, "ok")
+    )
     message = run.summary.message if run.summary else ""
     scripted = f'<span class="scripted">{SCRIPTED_LABEL}</span>'
     rows = [
@@ -104,6 +106,7 @@ def build_report(run: RunData) -> str:
         '<section id="overview">',
         "<h2>Speedup of each benchmarked candidate</h2>",
         f'<div class="chart">{speedup_chart(run)}</div>',
+        *([f'<p class="note" id="recheck-note">{esc(note)}</p>'] if (note := recheck_note(run)) else []),
         *(
             [
                 "<h2>Each timed shape over the turns (* primary)</h2>",

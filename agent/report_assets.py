@@ -15,6 +15,7 @@ header { max-width: 1400px; margin: 20px auto 0; padding: 0 16px; }
 h1 { font-size: 22px; margin-bottom: 4px; } h2 { font-size: 17px; margin-top: 28px; border-bottom: 1px solid #ddd; }
 h3 { font-size: 14px; margin: 16px 0 4px; } h4 { font-size: 13px; margin: 10px 0 4px; }
 .sub { color: #666; margin-top: 0; }
+.note { color: #555; font-size: 13px; max-width: 60em; }
 .layout { display: flex; max-width: 1400px; margin: 0 auto; gap: 20px; padding: 0 16px; align-items: flex-start; }
 nav#turn-nav { position: sticky; top: 0; max-height: 100vh; overflow-y: auto; width: 190px; flex: none;
                font-size: 12px; padding: 12px 0; }

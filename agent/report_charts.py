@@ -51,6 +51,36 @@ def bench_points(run: RunData, tool: str = "benchmark") -> list[BenchPoint]:
     return found
 
 
+def kernel_name(point: BenchPoint) -> str:
+    return point.kernel_path.rsplit("/", 1)[-1]
+
+
+def measured_best(points: list[BenchPoint]) -> BenchPoint | None:
+    """The fastest correct benchmark of the run, as measured when it ran (where the line ends)."""
+    correct = [p for p in points if p.speedup is not None]
+    return max(correct, key=lambda p: p.speedup or 0.0) if correct else None
+
+
+def recheck_note(run: RunData) -> str | None:
+    """Why the final best is not where the best-so-far line ends, when it is not: the line is what each
+    benchmark measured during the run; the final best is the fastest kernel of the re-check at the end."""
+    final = run.best if run.best and run.best.final else None
+    line_end = measured_best(bench_points(run))
+    if final is None or line_end is None:
+        return None
+    same = final.kernel_path == line_end.kernel_path and fmt_speedup(final.speedup) == fmt_speedup(
+        line_end.speedup
+    )
+    if same:
+        return None
+    return (
+        f"The best-so-far line is what each benchmark measured during the run; it ends at "
+        f"{fmt_speedup(line_end.speedup)} ({line_end.kernel_path}, turn {line_end.turn}). At the end the leading "
+        f"kernels were benchmarked again with fresh seeds and twice the repetitions (the stars); the "
+        f"fastest that stayed correct is the final best: {final.kernel_path} at {fmt_speedup(final.speedup)}."
+    )
+
+
 def running_best(points: list[BenchPoint], last_turn: int) -> list[tuple[int, float]]:
     """(turn, best correct speedup up to that turn) from the first correct benchmark to `last_turn`."""
     line: list[tuple[int, float]] = []
@@ -136,7 +166,7 @@ def speedup_chart(run: RunData) -> str:
     final = [c for c in bench_points(run, "final_recheck") if c.speedup is not None]
     if final:
         labelled_markers(
-            ax, final, "*", [f"re-check {fmt_speedup(c.speedup)}" for c in final],
+            ax, final, "*", [f"{kernel_name(c)} re-check {fmt_speedup(c.speedup)}" for c in final],
             {"xytext": (-8, 8), "ha": "right"}, color=FINAL_COLOR, markersize=13, markeredgecolor="#7a5c00",
             gid="speedup-final", label="final re-check",
         )  # fmt: skip

@@ -41,7 +41,10 @@ def compile_view(
 ) -> Iterator[RenderableType]:
     if result.ok:
         cached = " (cached)" if result.cached else ""
-        yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
+        if result.message.startswith("compiled "):  # "compiled 1 extension in 34.4 s": said once
+            yield Text(f"{result.message}{cached}", style=OK_STYLE)
+        else:
+            yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
     else:
         yield Text(f"{result.status}: {result.message}", style=BAD_STYLE)
     for diag in result.errors:
@@ -126,7 +129,10 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     """The verdict, what failed, the timings; `full`: every case and the build as well."""
     yield bench_verdict(result)
     if result.compile and (full or not result.compile.ok):
-        yield from compile_view(result.compile, kernel_path, full)
+        build = compile_view(result.compile, kernel_path, full)
+        if not result.compile.ok and result.compile.message == result.message:
+            next(build)  # its status line is the verdict's, said just above
+        yield from build
     if result.cases:
         passed = sum(c.status == "passed" for c in result.cases)
         style = OK_STYLE if passed == len(result.cases) else BAD_STYLE
@@ -134,6 +140,8 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         if full or passed < len(result.cases):
             yield cases_table(result.cases, all_cases=full)
     for flag in result.flag_details:
+        if result.message and flag.message.startswith(result.message):
+            continue  # the verdict above already says it
         yield Text(f"flag {flag.name}: {flag.message}", style=BAD_STYLE if flag.disqualifying else "yellow")
     if result.timings:
         yield timings_table(result.timings)
@@ -145,9 +153,20 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         yield line
 
 
-def bench_page(result: BenchResult) -> RenderableType:
-    """`agent bench`: the full view, then where and how it was measured."""
+def measured_line(result: BenchResult) -> Text:
+    """How long, with which seed, on what: leaving out what this evaluation did not have (no seed when it
+    stopped before drawing one, no CUDA on a CPU build of torch)."""
     env = result.env
-    where = f"{env.gpu or 'CPU'} · torch {env.torch} · CUDA {env.cuda} · harness {env.harness_sha}"
-    measured = f"{fmt_seconds(result.seconds)} · seed {result.seed} · {result.workers} workers · {where}"
-    return Group(*bench_view(result, None, full=True), Text(measured, style=DIM))
+    parts = [fmt_seconds(result.seconds)]
+    if result.seed is not None:
+        parts.append(f"seed {result.seed}")
+    parts += [f"{result.workers} workers", env.gpu or "CPU", f"torch {env.torch}"]
+    if env.cuda:
+        parts.append(f"CUDA {env.cuda}")
+    parts.append(f"harness {env.harness_sha}")
+    return Text(" · ".join(parts), style=DIM)
+
+
+def bench_page(result: BenchResult, kernel_path: str | None = None) -> RenderableType:
+    """`agent bench`: the full view, then where and how it was measured."""
+    return Group(*bench_view(result, kernel_path, full=True), measured_line(result))

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
@@ -28,6 +29,7 @@ from agent.fmt import (
     fmt_speedup,
     fmt_time,
     grid,
+    indent,
     labelled,
     tokens_by_kind,
 )
@@ -149,6 +151,8 @@ def leases_line(run: RunData) -> str:
 
 
 def status_style(run: RunData) -> str:
+    if run.status.failed:
+        return BAD_STYLE
     return {"running": "yellow", "killed": BAD_STYLE}.get(run.status.state, OK_STYLE)
 
 
@@ -221,35 +225,46 @@ def render_run(run: RunData, opts: ShowOptions | None = None) -> Group:
     return Group(*parts)
 
 
-LS_WIDE, LS_NARROW = 152, 100
-"""`agent ls` keeps run ids on one line from LS_WIDE columns; below LS_NARROW it leaves out the problem
-column (the run id names the problem)."""
+UNBOUNDED_WIDTH = 100_000
+LS_REST_MIN, LS_PROBLEM_MIN = 60, 80
+"""Columns left beside the run ids below which `agent ls` lists each run as its id, then its details on
+the next line; and beside which the problem column is shown (the run id names the problem anyway)."""
 
 LS_COLUMNS = ["run", "problem", "model", "status", "turns", "tokens", "cost", "wall", "best"]
 
 
 @dataclass(frozen=True)
 class RunTable:
-    """The `agent ls` table; it lays itself out for the console width it is given."""
+    """The `agent ls` table; it lays itself out for the console width it is given, and never breaks a run
+    id, so that one copied from it is whole (a console narrower than an id shows it past the edge)."""
 
     listings: list[RunListing]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.table(options.max_width)
+        width = options.max_width
+        id_width = max(len(ls_run_id(listing)) for listing in self.listings)
+        wide = self.table(width, id_width, wide=True)
+        unbounded = options.update_width(UNBOUNDED_WIDTH)
+        if Measurement.get(console, unbounded, wide).maximum <= width:  # every cell on one line
+            yield wide
+        elif width - id_width >= LS_REST_MIN:
+            yield self.table(width, id_width, wide=False)
+        else:
+            yield from self.stacked()
         for listing in self.listings:
             if listing.error:
                 yield Text(listing.error, style=BAD_STYLE)
 
-    def table(self, width: int) -> Table:
-        wide = width >= LS_WIDE
-        columns = [c for c in LS_COLUMNS if c != "problem" or width >= LS_NARROW]
+    def table(self, width: int, id_width: int, wide: bool) -> Table:
+        columns = [c for c in LS_COLUMNS if c != "problem" or wide or width - id_width >= LS_PROBLEM_MIN]
         table = Table(
             header_style="bold underline", box=None, pad_edge=False, padding=(0, 2 if wide else 1, 0, 0)
         )
         for column in columns:
-            if column in ("run", "problem", "model", "status"):
-                limit = None if wide else (24 if column == "run" else 14)
-                table.add_column(column, no_wrap=wide, overflow="fold", max_width=limit)
+            if column == "run":
+                table.add_column(column, no_wrap=True, min_width=id_width)
+            elif column in ("problem", "model", "status"):
+                table.add_column(column, no_wrap=wide, overflow="fold", max_width=None if wide else 14)
             else:
                 table.add_column(column, justify="right", no_wrap=True)
         for listing in self.listings:
@@ -257,13 +272,35 @@ class RunTable:
             table.add_row(*[cells.get(c, "") for c in columns])
         return table
 
+    def stacked(self) -> Iterator[RenderableType]:
+        """Each run as its id on a line of its own (never wrapped), then its details, indented."""
+        for listing in self.listings:
+            cells = ls_row(listing)
+            del cells["run"]
+            yield Text(ls_run_id(listing), style="bold", no_wrap=True, overflow="ignore")
+            details = Text(" · ", style=DIM).join(
+                ls_detail(column, cells[column]) for column in LS_COLUMNS if column in cells
+            )
+            yield indent(details)
+
+
+def ls_detail(column: str, cell: RenderableType) -> Text:
+    """A cell of the table as a detail of the stacked list, named where a bare number would not say."""
+    text = cell if isinstance(cell, Text) else Text(str(cell))
+    names = {"turns": "turns ", "tokens": "tokens ", "cost": "cost ", "wall": "wall ", "best": "best "}
+    return Text.assemble(names.get(column, ""), text)
+
+
+def ls_run_id(listing: RunListing) -> str:
+    return listing.run.run_id if listing.run else listing.path.name
+
 
 def ls_row(listing: RunListing) -> dict[str, RenderableType]:
     run = listing.run
     if run is None:
-        return {"run": listing.path.name, "status": Text("unreadable", style=BAD_STYLE)}
+        return {"run": ls_run_id(listing), "status": Text("unreadable", style=BAD_STYLE)}
     return {
-        "run": run.run_id,
+        "run": ls_run_id(listing),
         "problem": run.info.problem,
         "model": model_label(run),
         "status": Text(run.status.label, style=status_style(run)),

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent import exits
 from agent.events import (
     BestEvent,
     BestRecord,
@@ -62,11 +63,34 @@ class RunStatus:
 
     @property
     def label(self) -> str:
+        """How the run stands, in a word and its exit status: `finished`, `stopped (TurnLimit)`,
+        `failed (ModelError)`, `running (compiling)`, `killed`."""
         if self.state == "finished":
-            return f"finished ({self.exit_status})"
+            if self.exit_status == "Finished":
+                return "finished"  # not "finished (Finished)"
+            return f"{ending_word(self.exit_status)} ({self.exit_status})"
         if self.state == "running" and self.phase:
             return f"running ({self.phase})"
         return self.state
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_status in FAILED_STATUSES
+
+
+STOPPED_STATUSES = frozenset(
+    c.__name__ for c in (exits.TurnLimit, exits.CostLimit, exits.TimeLimit, exits.Interrupted)
+)
+FAILED_STATUSES = frozenset(c.__name__ for c in (exits.ModelError, exits.Refused, exits.ContextExhausted))
+"""agent.exits' statuses of a run that a limit or Ctrl-C stopped, and of one the model's side ended."""
+
+
+def ending_word(exit_status: str | None) -> str:
+    if exit_status in STOPPED_STATUSES:
+        return "stopped"
+    if exit_status in FAILED_STATUSES:
+        return "failed"
+    return "finished"  # Finished, TargetReached, and the statuses of older logs
 
 
 @dataclass(frozen=True)

@@ -63,7 +63,7 @@ def test_benchmark_text_names_failing_cases_timings_and_best() -> None:
     assert text.splitlines()[0].startswith("benchmark INCORRECT: 1 of 2 cases failed")
     assert "long_memory FAILED (seq_len=2100): max_abs_err 0.00044; rel_l2 1.6e-06; 9/268800 elements" in text
     assert "Passed: odd" in text
-    assert "Best so far: 1.60x at 300.000 ms ± 1.0% (kernels/002.py, turn 2)." in text
+    assert "Best so far: 1.60× at 300.000 ms ± 1.0% (kernels/002.py, turn 2)." in text
 
 
 def test_benchmark_text_of_a_correct_kernel() -> None:
@@ -78,8 +78,8 @@ def test_benchmark_text_of_a_correct_kernel() -> None:
     result = BenchResult(status="ok", correct=True, speedup=4.0, message="ok", timings=[timing])
     best = TimedKernel(turn=3, kernel_path="kernels/003.py", speedup=4.0, median_ms=100.0, rse=0.02)
     text = bench_text(result, best, improved=True)
-    assert text.splitlines()[0] == "benchmark CORRECT: 4.00x the reference's speed."
-    assert "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference 400.000 ms ± 1.0% -> 4.00x" in text
+    assert text.splitlines()[0] == "benchmark CORRECT: 4.00× the reference's speed."
+    assert "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference 400.000 ms ± 1.0% -> 4.00×" in text
     assert text.endswith("(this kernel: new best).")
 
 

@@ -170,8 +170,11 @@ def test_second_kernelbench_problem_end_to_end() -> None:
 def test_malformed_yaml_names_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
-    with pytest.raises(ProblemError, match=r"bad\.yaml: malformed YAML"):
+    with pytest.raises(ProblemError, match=r"bad\.yaml: malformed YAML") as raised:
         load_problem(bad)
+    # where in the file: its own name and line, not YAML's "<unicode string>"
+    assert f'in "{bad}", line 2' in str(raised.value)
+    assert "<unicode string>" not in str(raised.value)
 
 
 def test_a_bad_field_is_named(tmp_path: Path) -> None:

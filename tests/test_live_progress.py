@@ -94,7 +94,7 @@ def test_the_status_line_names_the_object_being_built_and_its_seconds() -> None:
     line = rendered(StatusLine(progress_at(1000.0, build=build), FakeClock(1000.0)))
     assert line.strip() == (
         "turn 2 · compiling 0:10 · scan_naive: main.o 0:52 · 0 tokens (scripted playback) · $0.00 · "
-        "best 1.80x · 1:10"
+        "best 1.80× · 1:10"
     )
     two = BuildStep(extension="ext", compiling={"cuda.cuda.o": 997.0, "main.o": 990.0}, finished=1)
     assert "ext: main.o 0:10, cuda.cuda.o 0:03 (1 done)" in status_text(progress_at(1000.0, build=two))

@@ -104,7 +104,7 @@ def test_the_best_so_far_told_to_each_trajectory_is_the_shared_one(tmp_path: Pat
     assert (
         sum("(this kernel: new best)" in c.summary for c in calls) == 3
     )  # naive, openmp, blocked: once each
-    assert "Best so far: 10.00x" in calls[-1].summary
+    assert "Best so far: 10.00×" in calls[-1].summary
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import socket
 from datetime import datetime
@@ -213,27 +214,39 @@ def test_ls_mixed_folder(tmp_path: Path) -> None:
     assert text == LS_WIDE.format(bad=error)
 
 
-def test_ls_narrow_console_keeps_every_number(tmp_path: Path) -> None:
+LS_NARROW = """\
+20261129T120000Z-selective_scan-d4e5f6
+  selective_scan · anthropic/claude-sonnet-5-5 · killed · turns 3 · tokens
+  18,101 · cost $0.222 · wall 3m 49s · best 5.10×
+20261129T101500Z-selective_scan-a1b2c3
+  selective_scan · anthropic/claude-opus-5-5 · finished (submitted) · turns 5 ·
+  tokens 37,088 · cost $0.335 · wall 6m 07s · best 31.2×
+20261129T090000Z-selective_scan_cpu-5c0000
+  selective_scan_cpu · scripted playback · finished (submitted) · turns 3 ·
+  tokens – · cost – · wall 1m 41s · best 3.40×"""
+
+
+def test_ls_narrow_console_lists_each_run_under_its_id(tmp_path: Path) -> None:
     for run in (SCRIPTED, COMPLETE, PARTIAL):
         shutil.copytree(run, tmp_path / run.name)
-    text = text_of(render_ls(list_runs(tmp_path, now=NOW)), width=80)
-    assert max(len(line) for line in text.splitlines()) <= 80
-    assert text.splitlines()[0].split() == [
-        "run",
-        "model",
-        "status",
-        "turns",
-        "tokens",
-        "cost",
-        "wall",
-        "best",
-    ]
-    for cells in (
-        "3 18,101 $0.222 3m 49s 5.10×",
-        "5 37,088 $0.335 6m 07s 31.2×",
-        "3      –      – 1m 41s 3.40×",
-    ):
-        assert cells in text
+    assert text_of(render_ls(list_runs(tmp_path, now=NOW)), width=80) == LS_NARROW
+
+
+def ls_text(listing_dir: Path, width: int) -> str:
+    """`agent ls` as the CLI prints it: a run id past a narrow console's edge is not cut."""
+    console = Console(file=io.StringIO(), width=width, legacy_windows=False)
+    console.print(render_ls(list_runs(listing_dir, now=NOW)), crop=False)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_ls_prints_whole_run_ids_at_any_width(tmp_path: Path) -> None:
+    mixed_runs(tmp_path)
+    ids = sorted(p.name for p in tmp_path.iterdir())
+    for width in (20, 40, 60, 80, 100, 120, 140, 152, 156, 200, 300):
+        lines = ls_text(tmp_path, width).splitlines()
+        words = {word for line in lines for word in line.split()}
+        assert set(ids) <= words, f"width {width}: a run id is broken\n" + "\n".join(lines)
+        assert {"37,088", "$0.335", "31.2×"} <= words, f"width {width}: a number is cut"
 
 
 def test_ls_of_an_empty_folder(tmp_path: Path) -> None:
@@ -251,3 +264,29 @@ def test_a_running_run_waits_for_its_result(tmp_path: Path) -> None:
     assert "status   running (benchmarking)" in text
     assert "  submitted kernel · 68 lines\n  no result yet (the run is still going)\n" in text
     assert "killed" not in text
+
+
+def test_a_status_label_says_each_thing_once() -> None:
+    from agent.rundata import RunStatus
+
+    assert RunStatus("finished", "Finished").label == "finished"  # not "finished (Finished)"
+    assert RunStatus("finished", "TargetReached").label == "finished (TargetReached)"
+    assert RunStatus("finished", "TurnLimit").label == "stopped (TurnLimit)"
+    assert RunStatus("finished", "Interrupted").label == "stopped (Interrupted)"
+    failed = RunStatus("finished", "ModelError")
+    assert (failed.label, failed.failed) == ("failed (ModelError)", True)
+    assert RunStatus("running", phase="compiling").label == "running (compiling)"
+    assert RunStatus("killed").label == "killed"
+
+
+def test_a_speedup_is_written_with_the_times_sign_everywhere() -> None:
+    """One way to write a speedup (`0.90×`, agent.fmt.fmt_speedup), never also `0.90x`: no f-string in
+    agent/ puts an `x` right after a number it formats."""
+    agent_dir = Path(__file__).resolve().parent.parent / "agent"
+    found = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted(agent_dir.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if re.search(r"\}x\b", line)
+    ]
+    assert found == []

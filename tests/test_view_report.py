@@ -131,6 +131,23 @@ def test_best_so_far_line_steps_up_at_each_new_best(complete: tuple[RunData, dic
     }
 
 
+def test_each_recheck_star_names_its_kernel(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
+    run, found = complete
+    labels = [t.text for t in found["speedup-chart"].iter(f"{SVG}text")]
+    rechecked = [b.speedup for _, b in benchmarks(run, "final_recheck")]
+    assert rechecked == [31.2]  # the fixture: kernels/005.py, measured 31.7× in turn 4
+    assert "005.py re-check 31.2×" in labels
+
+
+def test_the_page_says_why_the_final_best_is_not_where_the_line_ends() -> None:
+    page = build_report(load_run(COMPLETE, now=NOW))
+    note = html.unescape(re.search(r'<p class="note" id="recheck-note">(.*?)</p>', page).group(1))  # type: ignore[union-attr]
+    assert "it ends at 31.7× (kernels/005.py, turn 4)" in note
+    assert "the final best: kernels/005.py at 31.2×" in note
+    assert "fresh seeds" in note
+    assert 'id="recheck-note"' not in build_report(load_run(SCRIPTED, now=NOW))  # no re-check, no note
+
+
 def test_time_chart_stacks_llm_and_tool_seconds(complete: tuple[RunData, dict[str, ET.Element]]) -> None:
     run, found = complete
     axes = found["time-chart"]

@@ -277,7 +277,8 @@ def load_problem(path: str | Path) -> Problem:
         spec = _spec_for_bare_reference(path, constants)
     elif path.suffix in (".yaml", ".yml"):
         try:
-            raw = yaml.safe_load(path.read_text())
+            with path.open() as stream:  # so that YAML's errors name the file, not "<unicode string>"
+                raw = yaml.safe_load(stream)
         except yaml.YAMLError as exc:
             raise ProblemError(f"{path}: malformed YAML: {exc}") from exc
         if not isinstance(raw, dict):

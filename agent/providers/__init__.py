@@ -12,12 +12,12 @@ from agent.providers.base import ModelReply, Provider, ProviderError, ToolCall
 __all__ = ["ModelReply", "Provider", "ProviderError", "ToolCall", "make_provider", "choose_model"]
 
 SCRIPTED = "scripted"
+DEFAULT_MODEL = "claude-opus-5-5"
+"""The Claude model of a run without --model when ANTHROPIC_API_KEY is set."""
 
 
 def choose_model(requested: str | None) -> tuple[str, str | None]:
     """(model, notice): the explicit `--model`, else Claude when a key is set, else the playback."""
-    from agent.providers.anthropic import DEFAULT_MODEL
-
     if requested:
         return requested, None
     if os.environ.get("ANTHROPIC_API_KEY"):

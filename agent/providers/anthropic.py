@@ -15,11 +15,12 @@ from typing import Any
 import anthropic
 from anthropic.types import Message as ApiMessage
 
+from agent import providers
 from agent.events import Usage
 from agent.providers.base import Message, ModelReply, ProviderError
 from agent.providers.pricing import cost_usd
 
-DEFAULT_MODEL = "claude-opus-5-5"
+DEFAULT_MODEL = providers.DEFAULT_MODEL
 DEFAULT_MAX_TOKENS = 64_000
 # The SDK refuses a non-streaming request whose max_tokens implies > 10 minutes (~21k tokens).
 STREAMING_THRESHOLD = 21_000

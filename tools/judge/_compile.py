@@ -60,6 +60,17 @@ def compile_kernel(
     return result
 
 
+def import_seconds(outcome: ChildOutcome, done: wire.Imported | wire.ImportFailed) -> float:
+    """The import's (every build's) seconds on the harness's clock: from the worker's `ready` to the import's
+    end as the parent saw them arrive. The worker's own figure comes from a process whose clock the
+    candidate's code can patch (`time.perf_counter` replaced at import made a build report -513 s); each
+    build's own figure is only kept within this span."""
+    end = outcome.at(done.event)
+    if end is None:  # a message validated but not stamped: the whole child's time bounds it
+        end = outcome.seconds
+    return max(0.0, end - (outcome.at("ready") or 0.0))
+
+
 def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
     return [k for b in builds for k in b.kernels]
 
@@ -74,9 +85,11 @@ def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = F
             status=status, message=f"while importing kernel_code (building its extensions): {describe_exit(outcome)}",
             seconds=outcome.seconds, **common,
         )  # fmt: skip
-    builds, errors = done.builds, done.errors
+    seconds = import_seconds(outcome, done)
+    builds = [b.model_copy(update={"seconds": min(max(b.seconds, 0.0), seconds)}) for b in done.builds]
+    errors = done.errors
     fields: dict[str, Any] = {
-        "seconds": done.seconds,
+        "seconds": seconds,
         "cached": bool(builds) and all(b.cached for b in builds),
         "builds": builds,
         "errors": errors,

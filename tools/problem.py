@@ -116,7 +116,9 @@ class TimingConfig(Strict):
     # tenths of a percent takes seconds, not the 20 s a candidate may use; timing it cold cost every new
     # host ~45 s. It is cached per host, so this bounds the first evaluation only.
     reference_max_seconds: float = Field(5.0, gt=0, description="per shape, for the reference")
-    input_sets: int = Field(3, ge=1, le=8, description="distinct input sets rotated through timed calls")
+    input_sets: int = Field(
+        3, ge=1, le=8, description="timed calls per shape whose outputs are checked against float64 truth"
+    )
 
 
 class Limits(Strict):

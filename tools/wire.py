@@ -146,6 +146,18 @@ class Profiling(_Message):
     name: str
 
 
+class NextCall(_Message):
+    """Before each call of a shape's timing loop (warm-ups have negative indices): the worker asks the judge
+    for the call's input offset (tools/worker/fresh.py). `wants_stop`: the loop's own rule says it is done
+    (enough samples at the target spread, its time, or its count); the judge answers on stdin with
+    `go OFFSET` or `stop`, either followed by ` keep SLOT` when the previous call's output is to be kept."""
+
+    event: Literal["next_call"] = "next_call"
+    name: str
+    index: int
+    wants_stop: bool = False
+
+
 class TimingDone(_Message):
     event: Literal["timing_done"] = "timing_done"
     name: str
@@ -153,7 +165,8 @@ class TimingDone(_Message):
     host_ms: list[float] = Field(default_factory=list)
     device_ms: list[float] = Field(default_factory=list)
     calls: int
-    inconsistent: int = 0
+    repeated: int = 0  # timed calls whose output matched an earlier call's although their inputs differed
+    nonfinite: int = 0  # timed calls whose output held NaN or inf
     checked: int = 0
     mutated: bool = False
     timers: list[str] = Field(default_factory=list)
@@ -227,6 +240,7 @@ WorkerMessage = Annotated[
     | BatchBegin
     | BatchEnd
     | Tick
+    | NextCall
     | Profiling
     | TimingDone
     | Retime

@@ -55,6 +55,27 @@ def cache_by_version() -> str:
     return _cache("(x._version, tuple(x.shape))")
 
 
+def cache_by_content_sample() -> str:
+    """The measured exploit (H200, 2026-12-01: correct at 513x): 64 values of x sampled as the key."""
+    return _cache("(tuple(x.shape), tuple(x.reshape(-1)[:: max(1, x.numel() // 64)][:64].tolist()))")
+
+
+def cache_by_content_sum() -> str:
+    """Keyed on what a cyclic shift of the contents keeps (their sum): hits, and hands back stale outputs."""
+    return _cache("(tuple(x.shape), round(float(x.double().sum()), 6))")
+
+
+def correct_only_while_counted(honest_calls: int) -> str:
+    """Honest for its first `honest_calls` forwards (the cases, the warm-up, the first timed calls), then a
+    cheap wrong answer: what a candidate that counts calls to spot the end of checking does."""
+    src = with_forward_head(
+        "_CALLS[0] += 1",
+        f"if _CALLS[0] > {honest_calls}:",
+        "    return x * self.D",
+    )
+    return src.replace(EXT, "\n_CALLS = [0]\n" + EXT, 1)
+
+
 # --- reaching for the truth -------------------------------------------------------------------------------
 
 

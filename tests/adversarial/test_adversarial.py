@@ -61,7 +61,7 @@ def test_honest_candidates_come_out_clean(tiny: Problem, make) -> None:
     assert result.usage.own_calls_per_forward == 1
 
 
-# --- caches and memoisation: the re-check of timed outputs on rotating input sets -----------------------
+# --- caches and memoisation: fresh contents every call, the re-check of secretly chosen timed calls -------
 
 
 @pytest.mark.parametrize("make", [c.cache_by_shape, c.cache_by_version], ids=["per_shape", "version"])
@@ -73,6 +73,35 @@ def test_output_caches_are_caught_by_the_timed_recheck(tiny: Problem, make) -> N
     assert "timed_output_mismatch" in result.flags
     # The profiled call reuses a timed input set: a cache hit there shows as no call into the extension.
     assert set(result.flags) <= {"timed_output_mismatch", "no_custom_kernel"}
+    assert result.speedup is None
+
+
+def test_a_content_keyed_cache_never_hits(tiny: Problem) -> None:
+    """Every timed call's inputs are new contents (tools/worker/fresh.py): a key made of sampled values
+    never recurs, so every call does the work and is timed doing it."""
+    result = benchmark(tiny, c.cache_by_content_sample())
+    assert "cache hit" not in result.output
+    assert result.status == "ok", result.message
+    assert result.flags == []
+
+
+def test_a_cache_keyed_on_what_the_shift_keeps_hands_back_stale_outputs_and_is_caught(tiny: Problem) -> None:
+    result = benchmark(tiny, c.cache_by_content_sum())
+    assert "cache hit" in result.output
+    assert result.status == "incorrect", result.message
+    assert "timed_output_mismatch" in result.flags
+    assert result.speedup is None
+
+
+def test_a_candidate_that_cheats_once_past_the_first_calls_is_caught(tiny: Problem) -> None:
+    """Honest through the cases, the warm-up and the first `min_iters` timed calls, wrong after: the checks
+    the judge places after the loop's own stop see it (tools/judge/_calls.py)."""
+    cfg = tiny.spec.timing_config
+    honest = len(tiny.spec.correctness) + cfg.warmup + cfg.min_iters
+    result = benchmark(tiny, c.correct_only_while_counted(honest))
+    assert [x.status for x in result.cases] == ["passed"] * len(result.cases)
+    assert result.status == "incorrect", result.message
+    assert "timed_output_mismatch" in result.flags
     assert result.speedup is None
 
 

@@ -174,6 +174,7 @@ def _remeasure(
     verdicts.disagreements.clear()
     for name in first:
         verdicts.batch_clock.pop(name, None)
+        verdicts.calls.pop(name, None)  # the fresh worker's loop gets a schedule of its own
     request = verdicts.plan.retime_request(set(first))
     outcome = run_candidate(job, problem, request, on_message=verdicts.handle, **launch)
     refs = ReferenceTimes(problem, result.env)

@@ -59,7 +59,12 @@ class Plan:
                 "name": t.name,
                 "sizes": {**problem.size_constants, **t.sizes},
                 "seed": derive_seed(master, t.name),
-                "sets": problem.spec.timing_config.input_sets,
+                # The checked calls' offsets (tools/worker/fresh.py): secret, like the seed; every other
+                # call's offset is drawn while the candidate runs (tools/judge/_calls.py).
+                "truth_offsets": [
+                    derive_seed(master, f"{t.name}/checked{k}")
+                    for k in range(problem.spec.timing_config.input_sets)
+                ],
                 "data_path": str(job.shared / f"timing_{i}.pt"),
                 "truth_path": str(job.private / f"timing_{i}.truth.pt"),
                 "out_path": str(job.work / f"timing_{i}.out.pt"),
@@ -97,6 +102,7 @@ class Plan:
     def secrets(self, master: int) -> list[str]:
         """Values that must never reach the candidate (short user-given seeds are not checkable as text)."""
         values = [str(master)] + [str(item["seed"]) for item in self.cases + self.timing]
+        values += [str(offset) for item in self.timing for offset in item["truth_offsets"]]
         return [v for v in values if len(v) >= 8]
 
     def take_truth(self) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import torch
 
 from tools import wire
 from tools.cache.reference_times import ReferenceTimes
+from tools.judge._calls import CallSchedule
 from tools.judge._compare import compare
 from tools.judge._plan import Plan
 from tools.judge._static_checks import RULES
@@ -42,6 +43,7 @@ class Verdicts:
     started: list[tuple[str, str]] = field(default_factory=list)
     batch_clock: dict[str, dict[str, float]] = field(default_factory=dict)  # shape -> begin/end, our clock
     disagreements: dict[str, str] = field(default_factory=dict)  # shape -> why its clocks disagree
+    calls: dict[str, CallSchedule] = field(default_factory=dict)  # shape -> its timing loop's offsets
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
@@ -60,9 +62,18 @@ class Verdicts:
                 self.batch_clock.setdefault(msg.name, {})[edge] = time.monotonic()
             case wire.CasesDone():
                 return "time" if self.all_cases_pass() else "stop"
+            case wire.NextCall():
+                return self.schedule(msg.name).answer(msg.index, msg.wants_stop)
             case wire.Violation():
                 self._violation(msg)
         return None
+
+    def schedule(self, name: str) -> CallSchedule:
+        """The shape's call schedule, made when its loop first asks (a re-measurement gets a new one)."""
+        if name not in self.calls:
+            item = next(t for t in self.plan.timing if t["name"] == name)
+            self.calls[name] = CallSchedule(list(item["truth_offsets"]), int(item["cfg"]["min_iters"]))
+        return self.calls[name]
 
     def _violation(self, msg: wire.Violation) -> None:
         """The runtime guard's report; only the flag names the guard can give are accepted from the child."""
@@ -180,11 +191,18 @@ def timing_results(
             continue
         st.candidate = msg.stats.model_copy(update={"parent_batch_ms": verdicts.parent_batch_ms(shape.name)})
         st.rechecked = recheck(verdicts, item, problem)
-        if msg.inconsistent:
+        if msg.repeated:
             verdicts.flag(
                 "timed_output_mismatch",
-                f"{shape.name}: {msg.inconsistent} of {msg.checked} timed calls returned an output that "
-                "differs from the output for the same inputs earlier: results cached by pointer, id or shape",
+                f"{shape.name}: {msg.repeated} of {msg.checked} timed calls returned an output an earlier call "
+                "had returned, although every call's inputs were new: results cached and handed back",
+            )
+        truths_finite = all(bool(torch.isfinite(t).all()) for t in verdicts.truths.get(shape.name, []))
+        if msg.nonfinite and truths_finite:
+            verdicts.flag(
+                "timed_output_mismatch",
+                f"{shape.name}: {msg.nonfinite} of {msg.checked} timed calls returned NaN or inf where the "
+                "truth is finite: output left unwritten or work skipped while timed",
             )
         verdicts.note_guards(msg)
         timing_guards(verdicts, shape, st)
@@ -196,21 +214,31 @@ def timing_results(
 
 
 def recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[CaseResult]:
+    """The checked calls' outputs against the float64 truth for their inputs (tools/judge/_calls.py)."""
+    name = item["name"]
+    schedule = verdicts.calls.get(name)
     try:
         outs = torch.load(item["out_path"], weights_only=True)
-        truths = verdicts.truths[item["name"]]
+        truths = verdicts.truths[name]
     except Exception as exc:
-        return [
-            CaseResult(name=f"{item['name']}/timed", status="error", message=f"unreadable outputs: {exc}")
-        ]
+        return [CaseResult(name=f"{name}/timed", status="error", message=f"unreadable outputs: {exc}")]
+    kept = schedule.kept if schedule is not None else {}
     ref_errors = item.get("ref_errors") or [None] * len(truths)
-    results = [
-        compare(f"{item['name']}/set{k}", out, truth, problem.spec.tolerance, item["sizes"], ref_errors[k])
-        for k, (out, truth) in enumerate(zip(outs, truths, strict=False))
-    ]
-    if len(outs) != len(truths) or any(r.status != "passed" for r in results):
+    results = []
+    for slot, call in sorted(kept.items()):
+        label = f"{name}/call{call}"
+        out = outs.get(slot) if isinstance(outs, dict) else None
+        if not isinstance(out, torch.Tensor):
+            results.append(
+                CaseResult(name=label, status="error", message="the checked call's output is missing")
+            )
+            continue
+        results.append(
+            compare(label, out, truths[slot], problem.spec.tolerance, item["sizes"], ref_errors[slot])
+        )
+    if not results or any(r.status != "passed" for r in results):
         bad = next((r for r in results if r.status != "passed"), None)
-        detail = f" ({bad.name}: {bad.message})" if bad else ""
+        detail = f" ({bad.name}: {bad.message})" if bad else " (no checked call was made)"
         verdicts.flag(
             "timed_output_mismatch",
             "outputs of timed calls did not match the truth for their inputs: work skipped, cached or deferred "

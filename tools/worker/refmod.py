@@ -65,11 +65,6 @@ def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dic
     }
 
 
-def fresh_inputs(module: types.ModuleType, seed: int) -> list[Any]:
-    torch.manual_seed(seed)
-    return [t.contiguous() if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
-
-
 def to_device(values: list[Any], device: str, dtype: torch.dtype | None = None) -> list[Any]:
     out = []
     for v in values:

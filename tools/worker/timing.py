@@ -34,6 +34,8 @@ _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
 
 L2_FLUSH_BYTES = 256 << 20
+# A judge may extend the loop past its own stop (tools/judge/_calls.py: at most max_iters + 8 more calls).
+HARD_CAP_EXTRA = 16
 CPU_FLUSH_BYTES = 64 << 20
 
 
@@ -139,11 +141,15 @@ def measure(
     target_rse: float,
     max_seconds: float,
     on_batch: Callable[[str], None] | None = None,
+    proceed: Callable[[int, bool], bool] | None = None,
 ) -> Samples:
     """Time `call(i)` after `prepare(i)`; both see the iteration index (warm-ups use negative ones).
 
     `on_batch("begin")` / `on_batch("end")` bracket the timed loop: the parent stamps both with its own
-    clock, which no code in this process can reach, and compares that wall time with `batch_ms`."""
+    clock, which no code in this process can reach, and compares that wall time with `batch_ms`.
+    `proceed(i, wants_stop)`, asked before each timed call, decides whether call `i` happens: the loop's
+    own rule (target spread, time, count) only proposes the stop (the candidate's judge extends the loop
+    past it to place its checks). Without it the rule decides, as for the reference."""
     cuda = device == "cuda"
     flush = make_flusher(device)
     for i in range(warmup):
@@ -159,7 +165,13 @@ def measure(
         on_batch("begin")
     batch_start = _PERF_COUNTER()
     deadline = batch_start + max_seconds
-    for i in range(max_iters):
+    main = device_ms if cuda else host_ms
+    i = 0
+    while i < 2 * max_iters + HARD_CAP_EXTRA:
+        rule_stop = i >= max_iters or (len(main) >= min_iters and median_rse(main) < target_rse)
+        rule_stop = rule_stop or (_PERF_COUNTER() > deadline and len(main) >= 3)
+        if not (proceed(i, rule_stop) if proceed is not None else not rule_stop):
+            break
         prepare(i)
         flush()
         if cuda:
@@ -184,11 +196,7 @@ def measure(
             call(i)
             h1 = _PERF_COUNTER()
         host_ms.append((h1 - h0) * 1e3)
-        main = device_ms if cuda else host_ms
-        if len(main) >= min_iters and median_rse(main) < target_rse:
-            break
-        if _PERF_COUNTER() > deadline and len(main) >= 3:
-            break
+        i += 1
     batch_ms = (_PERF_COUNTER() - batch_start) * 1e3
     if on_batch is not None:
         on_batch("end")

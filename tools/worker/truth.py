@@ -21,7 +21,7 @@ from tools import wire
 from tools.problem import Case
 from tools.results import TimingStats
 from tools.wire import Channel
-from tools.worker import refmod
+from tools.worker import fresh, refmod
 from tools.worker.timing import measure
 
 
@@ -126,10 +126,9 @@ def reference_timing(
 def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
     case = Case(name=item["name"])
     built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
-    sets = [built["inputs"]] + [
-        refmod.fresh_inputs(built["module"], refmod.derive_seed(item["seed"], f"set{k}"))
-        for k in range(1, item["sets"])
-    ]
+    # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
+    # set rolled by that call's secret offset (tools/worker/fresh.py).
+    sets = [fresh.rolled(built["inputs"], offset) for offset in item["truth_offsets"]]
     judge = Judge(built["model"], device)
     truths, ref_errors = [], []
     for inputs in sets:
@@ -141,7 +140,7 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
         {
             "init_inputs": built["init_inputs"],
             "state_dict": built["state_dict"],
-            "sets": sets,
+            "base": built["inputs"],
             "out_shape": list(truths[0].shape),
         },
         item["data_path"],

@@ -155,7 +155,7 @@ def _probe_cuda_fork() -> str:
 
 def _fresh_state(order: dict[str, Any]) -> None:
     """What a fork copies and must not share between candidates: random state and cached temp dirs."""
-    worker_candidate.SET_ORDER.seed(os.urandom(16))
+    worker_candidate.PROBE_ORDER.seed(os.urandom(16))
     random.seed(os.urandom(16))
     torch.seed()
     tempfile.tempdir = None

@@ -1,0 +1,66 @@
+"""Fresh input contents for every timed call (tools/worker/fresh.py) and where the judge puts its checks
+(tools/judge/_calls.py): pure functions and the schedule's answers, with no worker."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tools.judge._calls import CallSchedule
+from tools.worker.fresh import rolled
+
+
+def test_every_offset_gives_new_contents_with_the_base_sets_values() -> None:
+    base = [torch.randn(2, 33, 17), torch.arange(5), 3]
+    a, b = rolled(base, 12345), rolled(base, 987654321)
+    assert not torch.equal(a[0], base[0])
+    assert not torch.equal(a[0], b[0])
+    assert torch.equal(torch.sort(a[0].reshape(-1)).values, torch.sort(base[0].reshape(-1)).values)
+    assert torch.equal(a[1], base[1])  # integers keep their meaning (indices, labels)
+    assert a[1].data_ptr() != base[1].data_ptr()  # but in fresh storage
+    assert a[2] == 3
+    assert torch.equal(rolled(base, 12345)[0], a[0])  # the truth worker makes the same contents
+
+
+def drive(schedule: CallSchedule, stop_wanted_at: int, warmup: int = 1) -> list[str]:
+    """The worker's side: warm-ups, then timed calls until the judge says stop."""
+    answers = [schedule.answer(-1 - w, False) for w in range(warmup)]
+    i = 0
+    while True:
+        line = schedule.answer(i, i >= stop_wanted_at)
+        answers.append(line)
+        if line.startswith("stop"):
+            return answers
+        i += 1
+
+
+@pytest.mark.parametrize("stop_wanted_at", [3, 10, 20, 100])
+@pytest.mark.parametrize("checks", [1, 2, 3, 5])
+def test_checks_are_spread_and_the_late_calls_never_a_majority(stop_wanted_at: int, checks: int) -> None:
+    offsets = [1000 + k for k in range(checks)]
+    for _ in range(20):  # the positions are random: many draws
+        schedule = CallSchedule(offsets, min_iters=10)
+        answers = drive(schedule, stop_wanted_at)
+        timed = len(answers) - 2  # one warm-up answer, one stop
+        assert sorted(schedule.kept) == list(range(checks))  # every check made
+        calls = sorted(schedule.kept.values())
+        assert len(set(calls)) == checks
+        early = [c for c in calls if c < min(10, stop_wanted_at)]
+        if stop_wanted_at >= 10:  # half the checks among the first min_iters calls, which always run
+            assert len(early) == (checks + 1) // 2
+        else:  # the loop stopped early (its time): those not reached move into the extension
+            assert len(early) <= (checks + 1) // 2
+        # Calls past min_iters, before the judge's extension, are never half of the loop.
+        assert max(0, stop_wanted_at - 10) * 2 < timed
+        # A checked call's offset goes out as any other's; the slot to keep comes with the next answer.
+        for slot, call in schedule.kept.items():
+            assert answers[1 + call].split()[1] == str(offsets[slot])
+            assert answers[2 + call].split()[2] == str(slot)
+
+
+def test_other_calls_get_offsets_drawn_now() -> None:
+    schedule = CallSchedule([7, 8], min_iters=3)
+    answers = drive(schedule, 30)
+    unchecked = {int(a.split()[1]) for a in answers if a.startswith("go")} - {7, 8}
+    assert len(unchecked) >= 25
+    assert all(a.split()[2] == "-" or int(a.split()[2]) in (0, 1) for a in answers)

@@ -36,6 +36,19 @@ def diagnostic_view(diag: Diagnostic, kernel_path: str | None) -> Text:
     return text
 
 
+def missing_guards(containment: list[str]) -> list[str]:
+    """The guards the candidate's worker ran without (tools.supervise.isolation.observe's wording)."""
+    return [c for c in containment if c.startswith("uncontained")]
+
+
+def containment_text(containment: list[str]) -> str:
+    """How the candidate's worker was contained, as the harness saw it; a missing guard in words."""
+    missing = missing_guards(containment)
+    if missing:
+        return "; ".join(missing)
+    return "contained: " + ", ".join(c.replace("_", " ") for c in containment)
+
+
 def compile_view(
     result: CompileResult, kernel_path: str | None, full: bool = False
 ) -> Iterator[RenderableType]:
@@ -47,6 +60,8 @@ def compile_view(
             yield Text(f"compiled in {fmt_seconds(result.seconds)}{cached}: {result.message}", style=OK_STYLE)
     else:
         yield Text(f"{result.status}: {result.message}", style=BAD_STYLE)
+    if missing_guards(result.containment):  # never silent: the candidate ran less contained than asked
+        yield Text(containment_text(result.containment), style="yellow")
     for diag in result.errors:
         yield diagnostic_view(diag, kernel_path)
     for kernel in result.kernels:
@@ -164,6 +179,8 @@ def measured_line(result: BenchResult) -> Text:
     if env.cuda:
         parts.append(f"CUDA {env.cuda}")
     parts.append(f"harness {env.harness_sha}")
+    if env.containment:
+        parts.append(containment_text(env.containment))
     return Text(" · ".join(parts), style=DIM)
 
 

@@ -84,6 +84,11 @@ class CompileResult(Model):
     kernels: list[KernelResources] = Field(default_factory=list)
     output: str = Field("", description="bounded head and tail of the candidate's stdout/stderr")
     kernel_hash: str = ""
+    containment: list[str] = Field(
+        default_factory=list,
+        description="what the harness saw contain the candidate's worker: pid_namespace (or process_group), "
+        "net_namespace, no_capabilities; each guard missing as 'uncontained: <guard> (why)'",
+    )
 
     @property
     def ok(self) -> bool:
@@ -175,6 +180,10 @@ class EnvInfo(Model):
     device: str = ""
     isolation: str = Field(
         "", description="how candidate workers were contained: pid_namespace or process_group"
+    )
+    containment: list[str] = Field(
+        default_factory=list,
+        description="this evaluation's candidate workers, as the harness saw them in /proc (CompileResult's)",
     )
 
 

@@ -282,6 +282,10 @@ class ZygoteReady(_Message):
     pid: int
     pidns: bool
     cuda_fork: str  # "ok", "no_gpu", or why CUDA cannot start in its children
+    # Why its children cannot enter a network namespace / drop their capabilities ("" where they can).
+    # Only the reason a guard is missing: that a guard is in force the harness sees itself, in /proc.
+    netns_refused: str = ""
+    no_caps_refused: str = ""
 
 
 class Spawned(_Message):

@@ -77,7 +77,9 @@ def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
 
 def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
     """What the import phase (which runs every load_inline build) came to."""
-    common: dict[str, Any] = {"output": outcome.output, "kernel_hash": code_hash}
+    common: dict[str, Any] = {
+        "output": outcome.output, "kernel_hash": code_hash, "containment": outcome.containment,
+    }  # fmt: skip
     done = outcome.first(wire.Imported) or outcome.first(wire.ImportFailed)
     if done is None:
         status = "timeout" if outcome.timed_out else "crashed"

@@ -28,7 +28,7 @@ from tools.judge._verdicts import (
     where_it_stopped,
 )
 from tools.problem import Problem
-from tools.results import BenchResult, Flag, TimingStats
+from tools.results import BenchResult, EnvInfo, Flag, TimingStats
 from tools.supervise import (
     HARNESS,
     ChildOutcome,
@@ -121,6 +121,7 @@ def _evaluate(
     if no_device or truth.first(wire.Done) is None:
         outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []}, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
+        base["env"] = _with_containment(base["env"], outcome.containment)
         if no_device:
             message = "benchmark needs a CUDA GPU and none is visible here; " + (
                 "the kernel compiled." if comp.ok or comp.status == "no_device" else comp.message
@@ -146,6 +147,7 @@ def _evaluate(
     clock.update(phases.candidate_phases(outcome))
     judging = time.monotonic()
     result = _verdict(problem, outcome, verdicts, ref_msgs, base, watched, changed_before)
+    result.env = _with_containment(result.env, outcome.containment)
     clock["judge"] = time.monotonic() - judging
     suspicious = _suspicious(outcome, result.status in CLEAN_STATUSES and not result.flags)
     if result.status == "ok" and verdicts.disagreements:
@@ -212,6 +214,7 @@ def _remeasure(
             "flags": [f.name for f in flags],
             "flag_details": flags,
             "notices": result.notices + notes,
+            "env": _with_containment(result.env, result.env.containment + outcome.containment),
         }
     )
     lead = SUSPECT_LEAD if status == "suspect" else ""
@@ -281,6 +284,12 @@ def _verdict(
     )
     result.message = failure_lead(status, outcome, verdicts) + summary(result, problem)
     return result
+
+
+def _with_containment(env: EnvInfo, containment: list[str]) -> EnvInfo:
+    """A copy of `env` (the plan's caches share it) with what contained this evaluation's candidate workers:
+    each entry once, so a guard missing in any of them is said."""
+    return env.model_copy(update={"containment": list(dict.fromkeys(containment))})
 
 
 def _integrity_notices(problem: Problem) -> list[str]:

@@ -144,6 +144,7 @@ class ChildOutcome:
     bad_messages: int = 0
     handler_errors: list[str] = field(default_factory=list)
     isolation: str = ""
+    containment: list[str] = field(default_factory=list)  # what the parent saw contain it (isolation.observe)
     swept: list[int] = field(default_factory=list)
     arrivals: list[tuple[str, float]] = field(default_factory=list)  # (event, seconds since start)
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
@@ -285,7 +286,18 @@ def run_child(
     )
     os.close(write_fd)
     marker = env.get(isolation.MARKER_ENV)
-    return supervise(proc, read_fd, deadline, on_message, start=start, how=how, sweep=lambda: _sweep(marker))
+    nested = how == isolation.PIDNS  # the worker is the child of `unshare`
+    inspect = (lambda: isolation.observe(proc.pid, nested, isolation.cold_refusals())) if isolate else None
+    return supervise(
+        proc,
+        read_fd,
+        deadline,
+        on_message,
+        start=start,
+        how=how,
+        sweep=lambda: _sweep(marker),
+        inspect=inspect,
+    )
 
 
 def _sweep(marker: str | None) -> list[int]:
@@ -301,9 +313,12 @@ def supervise(
     start: float,
     how: str,
     sweep: Callable[[], list[int]],
+    inspect: Callable[[], list[str]] | None = None,
 ) -> ChildOutcome:
     """Read the child's channel and output until it exits or the deadline passes; then kill its group
-    and `sweep` whatever it left. The outcome records when each message arrived (the phase breakdown)."""
+    and `sweep` whatever it left. The outcome records when each message arrived (the phase breakdown).
+    `inspect` says what contains the child (isolation.observe); it runs when the child first reports
+    `ready`: its containment is complete then, and without capabilities nothing it runs later can undo it."""
     with _live_lock:
         _live_groups.add(proc.pid)
 
@@ -320,8 +335,12 @@ def supervise(
     bad: list[int] = []
     handler_errors: list[str] = []
 
+    containment: list[str] = []
+
     def on_raw(msg: WorkerMessage) -> None:
         arrivals.append((msg.event, time.monotonic() - start))
+        if inspect is not None and msg.event == "ready" and not containment:
+            containment.extend(inspect())
         reply(msg)
 
     readers = [
@@ -348,6 +367,10 @@ def supervise(
     swept = sweep()
     for t in readers:
         t.join(timeout=5)
+    if inspect is not None and not containment:
+        containment.append(
+            f"{isolation.UNCONTAINED}: unverified (the worker exited before it reported ready)"
+        )
     return ChildOutcome(
         returncode=proc.returncode,
         timed_out=timed_out,
@@ -358,6 +381,7 @@ def supervise(
         bad_messages=len(bad),
         handler_errors=handler_errors,
         isolation=how,
+        containment=containment,
         swept=swept,
         arrivals=arrivals,
     )

@@ -57,6 +57,7 @@ class Zygote:
         theirs.close()
         track_group(self.proc.pid)
         self.pidns: bool | None = None
+        self.refused: dict[str, str] = {}  # why its children cannot enter a guard (isolation.observe's names)
         self.cuda_fork = ""  # its probe: "ok", "no_gpu", or why CUDA cannot start in its children
         self.ready = threading.Event()
         self.prepared = threading.Event()  # a CUDA worker made ahead of need is waiting (or failed)
@@ -91,6 +92,11 @@ class Zygote:
                 self.dead = True
             case wire.ZygoteReady():
                 self.pidns, self.cuda_fork = msg.pidns, msg.cuda_fork
+                self.refused = {
+                    isolation.PIDNS: "" if msg.pidns else "refused in the zygote's children",
+                    isolation.NETNS: msg.netns_refused,
+                    isolation.NO_CAPS: msg.no_caps_refused,
+                }
             case wire.Spawned():
                 self.spawned.put(msg.pid)
                 if msg.prepared:
@@ -127,7 +133,8 @@ class Zygote:
             return False
         with self.order_lock:
             try:
-                self.sock.send(json.dumps({"op": "prepare", "pidns": want_pidns, "kind": kind}).encode())
+                order = {"op": "prepare", **_containment_order(want_pidns), "kind": kind}
+                self.sock.send(json.dumps(order).encode())
             except OSError:
                 return False
         return True
@@ -160,7 +167,7 @@ class Zygote:
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
         order = {
-            "cwd": str(cwd), "env": env, "request": str(request_path), "pidns": want_pidns,
+            "cwd": str(cwd), "env": env, "request": str(request_path), **_containment_order(want_pidns),
             "kind": kind,
         }  # fmt: skip
         try:
@@ -186,8 +193,15 @@ class Zygote:
             return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
 
         how = isolation.PIDNS if want_pidns else isolation.GROUP
+        refused = self.refused if want_pidns else isolation.cold_refusals()
+
+        def inspect() -> list[str]:  # the worker is PID 1 of the namespace its forked parent made
+            return isolation.observe(pid, want_pidns, refused)
+
         try:
-            return supervise(child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep)
+            return supervise(
+                child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep, inspect=inspect
+            )
         finally:
             child.close()
             self.live.discard(pid)
@@ -202,6 +216,12 @@ class Zygote:
         isolation.sweep(self.token)
         with contextlib.suppress(OSError):
             self.sock.close()
+
+
+def _containment_order(contained: bool) -> dict[str, bool]:
+    """What a fork enters, in the PID-namespace mode: its own PID and network namespaces, no capabilities
+    (the zygote leaves out what its children cannot enter; the harness sees in /proc what they did)."""
+    return {"pidns": contained, "netns": contained, "no_caps": contained}
 
 
 def _worker_kind(request_path: Path) -> str | None:

@@ -9,6 +9,13 @@ kills any process still carrying the job's marker in its environment (a `setsid`
 it rebuilds its environment, which the static checks and the audit hook make hard but not impossible;
 and there a candidate can signal the harness, as any process of the same user can).
 `KERNEL_AGENT_ISOLATION=group` forces the fallback (tests exercise both).
+
+With the PID namespace comes a network namespace (`--net`; the zygote's children: tools/worker/contain.py):
+its only interface, `lo`, is down, so the candidate reaches nothing, not even listeners on the host's
+loopback, whatever native code it runs. Its capabilities are then dropped (`setpriv`; no new privileges
+on exec), so it cannot leave these namespaces again. Nothing here mounts anything or changes the host's
+network. What contained a worker is what the parent itself sees in /proc (`observe`), never what the
+worker says; every guard missing is said in the result as "uncontained: ..." (docs/exploits.md).
 """
 
 from __future__ import annotations
@@ -19,24 +26,54 @@ import os
 import shutil
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 MARKER_ENV = "KERNEL_AGENT_JOB"
 PIDNS = "pid_namespace"
 GROUP = "process_group"
+NETNS = "net_namespace"
+NO_CAPS = "no_capabilities"
+UNCONTAINED = "uncontained"
 _UNSHARE = ("--pid", "--fork", "--kill-child", "--mount-proc")
+_NET = ("--net",)
+_NO_CAPS = ("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all")
+
+
+def _refusal(cmd: list[str]) -> str:
+    """Why `cmd` (a probe that runs `true`) fails here, or "" where it works."""
+    try:
+        probe = subprocess.run([*cmd, "true"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{type(exc).__name__}: {exc}"[:200]
+    return "" if probe.returncode == 0 else (probe.stderr.strip() or f"exit {probe.returncode}")[:200]
+
+
+@dataclass(frozen=True)
+class ColdSupport:
+    """What the cold path's wrapper can do on this machine: "" where it works, else why not."""
+
+    pidns: str
+    netns: str
+    no_caps: str
 
 
 @functools.cache
+def cold_support() -> ColdSupport:
+    unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
+    if unshare is None:
+        return ColdSupport("no unshare on PATH", "no unshare on PATH", "no unshare on PATH")
+    pidns = _refusal([unshare, *_UNSHARE])
+    if pidns:
+        return ColdSupport(pidns, "needs the PID namespace", "needs the PID namespace")
+    netns = _refusal([unshare, *_NET, *_UNSHARE])
+    spaces = [unshare, *(() if netns else _NET), *_UNSHARE]
+    no_caps = _refusal([*spaces, setpriv, *_NO_CAPS]) if setpriv else "no setpriv on PATH"
+    return ColdSupport(pidns, netns, no_caps)
+
+
 def _pidns_works() -> bool:
-    exe = shutil.which("unshare")
-    if exe is None:
-        return False
-    try:
-        probe = subprocess.run([exe, *_UNSHARE, "true"], capture_output=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+    return not cold_support().pidns
 
 
 def mode() -> str:
@@ -47,10 +84,80 @@ def mode() -> str:
 
 
 def wrap(cmd: list[str]) -> list[str]:
-    """The command line that runs `cmd` contained (unchanged in the fallback)."""
+    """The command line that runs `cmd` contained (unchanged in the fallback): its own PID and network
+    namespaces, then no capabilities, as far as this machine allows (`observe` says what took)."""
     if mode() != PIDNS:
         return cmd
-    return [shutil.which("unshare") or "unshare", *_UNSHARE, *cmd]
+    support = cold_support()
+    spaces = [shutil.which("unshare") or "unshare", *(() if support.netns else _NET), *_UNSHARE]
+    no_caps = [] if support.no_caps else [shutil.which("setpriv") or "setpriv", *_NO_CAPS]
+    return [*spaces, *no_caps, *cmd]
+
+
+def cold_refusals() -> dict[str, str]:
+    """Why each guard is missing on the cold path, by what `observe` names it."""
+    if mode() == GROUP and _pidns_works():
+        forced = "KERNEL_AGENT_ISOLATION=group"
+        return {PIDNS: forced, NETNS: forced, NO_CAPS: forced}
+    support = cold_support()
+    return {PIDNS: support.pidns, NETNS: support.netns, NO_CAPS: support.no_caps}
+
+
+_GUARD_NAMES = {PIDNS: "pid", NETNS: "network", NO_CAPS: "capabilities"}
+
+
+def _namespace(pid: int | str, kind: str) -> int:
+    return Path(f"/proc/{pid}/ns/{kind}").stat().st_ino
+
+
+def _only_child(pid: int) -> int | None:
+    """The one child of `pid` (the worker under `unshare --fork` or the zygote's PID-1 fork), if one."""
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        kids = [p.name for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(int(p.name)) == pid]
+    return int(kids[0]) if len(kids) == 1 else None
+
+
+def _status(pid: int) -> dict[str, str]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return dict(line.split(":\t", 1) for line in lines if ":\t" in line)
+
+
+def _guards_seen(pid: int) -> set[str]:
+    """The guards on process `pid`, as /proc shows them to this (trusted) process."""
+    seen = set()
+    if _namespace(pid, "pid") != _namespace("self", "pid"):
+        seen.add(PIDNS)
+    if _namespace(pid, "net") != _namespace("self", "net"):
+        seen.add(NETNS)
+    status = _status(pid)
+    if int(status.get("CapEff", "1"), 16) == int(status.get("CapPrm", "1"), 16) == 0:
+        if status.get("NoNewPrivs", "0").strip() == "1":
+            seen.add(NO_CAPS)
+    return seen
+
+
+def observe(pid: int, nested: bool, refusals: dict[str, str]) -> list[str]:
+    """What contains a live worker before its candidate's code runs: `pid`'s only child where `nested`,
+    else `pid`. Each guard missing reads "uncontained: <guard> (why)", `refusals` giving the why."""
+    worker = _only_child(pid) if nested else pid
+    try:
+        if worker is None:
+            raise OSError(f"process {pid} has no single child")
+        seen = _guards_seen(worker)
+    except (OSError, ValueError) as exc:
+        return [f"{UNCONTAINED}: unverified (the worker could not be inspected: {exc})"]
+    contained = [GROUP] if PIDNS not in seen else []
+    for guard, name in _GUARD_NAMES.items():
+        why = refusals.get(guard) or "not seen on the worker"
+        contained.append(guard if guard in seen else f"{UNCONTAINED}: {name} ({why})")
+    return contained
+
+
+def uncontained(containment: list[str]) -> list[str]:
+    """The guards a worker ran without (empty where every guard held)."""
+    return [c for c in containment if c.startswith(UNCONTAINED)]
 
 
 def _environ_has(pid: int, needle: bytes) -> bool:

@@ -2,8 +2,9 @@
 
 It backs the static checks: Python-level file opens, subprocesses, sockets and signals are seen whatever
 alias or indirection the source used. Native code (the candidate's C++, ctypes) is not audited: the PID
-namespace, the truth held by the parent and the read-only harness snapshot are the real boundary; this
-guard turns the common Python routes into named, disqualifying flags. An audit hook cannot be removed.
+namespace, the network namespace with no route anywhere (sockets), the truth held by the parent and the
+read-only harness snapshot are the real boundary; this guard turns the common Python routes into named,
+disqualifying flags. An audit hook cannot be removed.
 
 A violation is reported at once (the process may die right after) and then refused with PermissionError,
 except signals, which are reported and let through: a candidate that kills its own group just crashes.

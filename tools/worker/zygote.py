@@ -11,7 +11,9 @@ a GPU is visible, creates a CUDA context. The result travels in its `ready` repo
 start in its children, the evaluator runs CUDA candidates cold (tools/warm.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
 where the machine allows (it is then PID 1 there and sees nothing of the zygote or the harness), takes
 the candidate's working dir, environment and pipes (sent over the control socket), and runs
-`tools.worker_candidate.main` as the cold path does. Why a zygote and not a reused CUDA worker:
+`tools.worker_candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
+mode), it enters a network namespace of its own and, once in its PID namespace, drops every capability
+(tools/worker/contain.py); the harness checks both in /proc. Why a zygote and not a reused CUDA worker:
 tools/warm.py. Usage: python -m tools.zygote CONTROL_FD
 """
 
@@ -33,11 +35,13 @@ import sys
 import tempfile
 import traceback
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from tools import wire
+from tools.worker import contain
 
 # tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
 worker_candidate: Any = None
@@ -176,6 +180,18 @@ def _take_pipes(fds: list[int]) -> int:
     return channel_fd
 
 
+def _contain(pidns: bool, netns: bool, no_caps: bool) -> None:
+    """The fork's own network and PID namespaces, then no capabilities (entering a PID namespace needs
+    them). A network namespace or a capability drop the machine refuses is skipped, not fatal: the
+    harness sees that in /proc and says so in the result."""
+    if netns:
+        contain.attempt(contain.enter_net_namespace)
+    if pidns:
+        enter_pid_namespace()
+    if no_caps:
+        contain.attempt(contain.drop_capabilities)
+
+
 def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
     """The forked candidate worker; never returns."""
     code = EXIT_SETUP_FAILED
@@ -184,8 +200,7 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         os.setsid()
         die_with_parent()
         channel_fd = _take_pipes(fds)
-        if order["pidns"]:
-            enter_pid_namespace()
+        _contain(order["pidns"], order["netns"], order["no_caps"])
         _fresh_state(order)
         code = _run_worker(order["request"], channel_fd)
     except BaseException:
@@ -194,7 +209,7 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         _exit(code)
 
 
-def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool, cuda: bool) -> None:
+def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) -> None:
     """A worker made ahead of its candidate (while the model thinks): in its own session and PID namespace
     and, for a CUDA evaluation, with its CUDA context created and cuBLAS and the CUDA profiler started
     (trusted code only), it reports `prepared`, then waits for one order and runs it exactly as `_child`
@@ -204,9 +219,8 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, pidns: bool, cuda:
         sock.close()
         os.setsid()
         die_with_parent()
-        if pidns:
-            enter_pid_namespace()
-        if cuda:
+        _contain(key.pidns, key.netns, key.no_caps)
+        if key.kind == "cuda":
             worker_usage.warm_up_cuda()
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
         with contextlib.suppress(OSError):
@@ -252,14 +266,25 @@ def _kill_all(children: set[int]) -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
+@dataclass(frozen=True)
+class PreparedKey:
+    """Which orders a worker made ahead of need may serve: their kind ("cuda" or "cpu") and containment."""
+
+    kind: str
+    pidns: bool
+    netns: bool
+    no_caps: bool
+
+
 class Server:
     """The zygote's state: its control socket, the children it forked, the worker made ahead of need."""
 
-    def __init__(self, sock: socket.socket, pidns: bool) -> None:
+    def __init__(self, sock: socket.socket, pidns: bool, support: dict[str, str]) -> None:
         self.sock, self.pidns = sock, pidns
+        self.netns, self.no_caps = not support["netns"], not support["no_caps"]
         self.children: set[int] = set()
         self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket (one at most)
-        self.prepared_kind: str | None = None  # "cuda" or "cpu": which evaluations it may serve
+        self.prepared_kind: PreparedKey | None = None  # which orders it may serve
         self.reported: set[int] = set()  # prepared workers whose `prepared` we relayed
 
     def _fork(self) -> int:
@@ -267,10 +292,23 @@ class Server:
         sys.stderr.flush()
         return os.fork()
 
+    def _contained(self, order: dict[str, Any]) -> dict[str, Any]:
+        """The order with the containment this zygote's children can enter, of what it asks for."""
+        return {
+            **order,
+            "pidns": bool(order.get("pidns")) and self.pidns,
+            "netns": bool(order.get("netns")) and self.netns,
+            "no_caps": bool(order.get("no_caps")) and self.no_caps,
+        }
+
+    @staticmethod
+    def _key(order: dict[str, Any]) -> PreparedKey:
+        return PreparedKey(str(order.get("kind", "cuda")), order["pidns"], order["netns"], order["no_caps"])
+
     def prepare(self, order: dict[str, Any]) -> None:
         """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
-        replaced: the evaluator has moved to another problem)."""
-        kind = str(order.get("kind", "cuda"))
+        replaced: the evaluator has moved to another problem, or asks for other containment)."""
+        kind = self._key(self._contained(order))
         if self.prepared and self.prepared_kind == kind:
             _send(self.sock, wire.Prepared(pid=next(iter(self.prepared))))
             return
@@ -282,7 +320,7 @@ class Server:
         pid = self._fork()
         if pid == 0:
             ours.close()
-            _prepared_child(self.sock, theirs, bool(order.get("pidns")) and self.pidns, kind == "cuda")
+            _prepared_child(self.sock, theirs, kind)
         theirs.close()
         self.children.add(pid)
         self.prepared[pid] = ours
@@ -290,8 +328,8 @@ class Server:
 
     def run(self, order: dict[str, Any], fds: list[int]) -> None:
         """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
-        order["pidns"] = bool(order.get("pidns")) and self.pidns
-        if order.get("kind") is not None and order.get("kind") == self.prepared_kind and self.prepared:
+        order = self._contained(order)
+        if order.get("kind") is not None and self._key(order) == self.prepared_kind and self.prepared:
             pid, ours = self.prepared.popitem()
             try:
                 socket.send_fds(ours, [json.dumps(order).encode()], fds)
@@ -343,8 +381,13 @@ def main(control_fd: str) -> int:
     if os.environ.get("KERNEL_AGENT_TEST_POISON_FORK") == "1":  # tests: what a stray device query does
         torch._C._cuda_getDeviceCount()
     pidns = _probe_pid_namespace()
-    _send(sock, wire.ZygoteReady(pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork()))
-    server = Server(sock, pidns)
+    support = contain.probe()
+    ready = wire.ZygoteReady(
+        pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork(),
+        netns_refused=support["netns"], no_caps_refused=support["no_caps"],
+    )  # fmt: skip
+    _send(sock, ready)
+    server = Server(sock, pidns, support)
     while True:
         waiting = [s for pid, s in server.prepared.items() if pid not in server.reported]
         readable, _, _ = select.select([sock, *waiting], [], [], 0.02)

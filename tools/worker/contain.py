@@ -1,0 +1,112 @@
+"""What a candidate worker forked by the zygote does to contain itself before any candidate code runs: a
+network namespace of its own, then no capabilities (the cold path's `unshare --net` and `setpriv` do the
+same, tools/supervise/isolation.py).
+
+A new network namespace has one interface, `lo`, and it is down: no route anywhere, not even to listeners
+on the host's loopback. Nothing here mounts anything or touches the host's network configuration. With no
+capabilities and no new privileges on exec, neither the candidate nor a program it runs can `setns` or
+`unshare` its way out. The harness does not take the worker's word for any of this: it reads the worker's
+namespaces and capabilities in /proc (isolation.observe).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+from collections.abc import Callable
+
+CLONE_NEWNET = 0x40000000
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAPABILITY_VERSION_3 = 0x20080522  # _LINUX_CAPABILITY_VERSION_3: two 32-bit words per set
+LAST_CAP_FILE = "/proc/sys/kernel/cap_last_cap"
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def enter_net_namespace() -> None:
+    """From now on this process (and what it forks) is in a new network namespace: only `lo`, down."""
+    _check(_libc().unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+
+
+def _last_cap() -> int:
+    try:
+        with open(LAST_CAP_FILE) as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 63
+
+
+def drop_capabilities() -> None:
+    """No capabilities now or after any exec: the bounding and ambient sets emptied (while CAP_SETPCAP is
+    still held), then the effective, permitted and inheritable sets, then no new privileges."""
+    libc = _libc()
+    if _has_capabilities():
+        for cap in range(_last_cap() + 1):
+            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
+        _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
+        header, empty = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+        _check(libc.capset(ctypes.byref(header), empty), "capset(empty)")
+    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def _has_capabilities() -> bool:
+    """Whether this process holds any capability at all (an unprivileged one has none to drop)."""
+    with open("/proc/self/status") as fh:
+        fields = dict(line.split(":\t", 1) for line in fh if ":\t" in line)
+    return any(int(fields.get(k, "0"), 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb"))
+
+
+def attempt(step: Callable[[], None]) -> str:
+    """Run one containment step: "" where it took, else why not. A refused step does not stop the
+    evaluation: the harness, which reads the worker's state in /proc, says in the result what was missing."""
+    try:
+        step()
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
+def probe() -> dict[str, str]:
+    """Whether a child of this process can enter its own network namespace and drop its capabilities:
+    for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it entered)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_fd)
+        found = {"netns": "probe died", "no_caps": "probe died"}
+        try:
+            found = {"netns": attempt(enter_net_namespace), "no_caps": attempt(drop_capabilities)}
+        finally:
+            os.write(write_fd, json.dumps(found).encode())
+            os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        raw = pipe.read()
+    os.waitpid(pid, 0)
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"netns": "probe died", "no_caps": "probe died"}

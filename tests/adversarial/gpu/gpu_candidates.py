@@ -191,10 +191,20 @@ def graph_replay_on_stale_pointers() -> str:
 
 def cache_by_pointer() -> str:
     """Outputs cached by (data_ptr, shape): a hit returns an earlier call's output without any work."""
-    src = with_module_code("_CACHE: dict[tuple[int, tuple[int, ...]], torch.Tensor] = {}")
+    return _cache_by("(x.data_ptr(), tuple(x.shape))")
+
+
+def cache_by_content_sample() -> str:
+    """The exploit measured on the H200 on 2026-12-01 (correct at 513x, natively): 64 values of x sampled
+    on the device as the key, the stored output copied on a hit."""
+    return _cache_by("(tuple(x.shape), tuple(x.reshape(-1)[:: max(1, x.numel() // 64)][:64].tolist()))")
+
+
+def _cache_by(key: str) -> str:
+    src = with_module_code("_CACHE: dict[tuple[object, ...], torch.Tensor] = {}")
     return with_forward(
         "x = x.contiguous()",
-        "key = (x.data_ptr(), tuple(x.shape))",
+        f"key = {key}",
         "if key in _CACHE:",
         "    return _CACHE[key]",
         *PROJECTIONS,

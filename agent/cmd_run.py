@@ -24,8 +24,8 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
     from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
+    from agent.run_setup import RunSetup
     from agent.runlog import RunLog
-    from agent.shared import RunSetup
     from tools.problem import Problem
 
 
@@ -253,7 +253,7 @@ def run_setup(
 ) -> RunSetup:
     """What a run's trajectories share, as its config decides it (the same again on a resume)."""
     from agent.live import RichDisplay
-    from agent.shared import RunSetup
+    from agent.run_setup import RunSetup
 
     display = RichDisplay(console, provider.scripted)
     return RunSetup(problem, provider, log, system_for(problem, config), budget_of(config), executor, display)

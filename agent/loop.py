@@ -18,7 +18,8 @@ from agent.events import ErrorEvent, Event, ModelCallEvent, ToolCallEvent, TurnE
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
 from agent.live import BuildStep, Progress
 from agent.providers.base import ModelReply, ProviderError, ToolCall
-from agent.shared import RunHandle, RunSetup, Shared, end_run
+from agent.run_setup import RunSetup
+from agent.shared import RunHandle, Shared, end_run
 from tools.wire import Building
 
 

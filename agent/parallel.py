@@ -27,8 +27,9 @@ from agent.live import Progress
 from agent.loop import Agent
 from agent.prompt import first_user_message
 from agent.providers.base import Provider
+from agent.run_setup import RunSetup
 from agent.runlog import RunLog, read_events
-from agent.shared import RunHandle, RunSetup, Shared, end_run
+from agent.shared import RunHandle, Shared, end_run
 
 HISTORY_LINES = 24  # the last this many benchmarks go into a branch's opening message
 

@@ -42,11 +42,11 @@ from agent.leases import Leases
 from agent.live import BuildStep, Progress, RichDisplay, StatusLine, status_text
 from agent.loop import Agent
 from agent.providers.scripted import ScriptedProvider
+from agent.run_setup import RunSetup
 from agent.run_view import ShowOptions
 from agent.rundata import RunStatus
 from agent.runlog import EventTail, RunLog, write_model
 from agent.runread import live_status, load_run
-from agent.shared import RunSetup
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 from tools.wire import Building

@@ -16,10 +16,10 @@ from agent.leases import Leases
 from agent.live import NullDisplay
 from agent.parallel import ParallelRun
 from agent.providers.scripted import ScriptedProvider
+from agent.run_setup import RunSetup
 from agent.rundata import overlapping_leases
 from agent.runlog import RunLog
 from agent.runread import load_run
-from agent.shared import RunSetup
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult, ShapeTiming, TimingStats
 

@@ -86,7 +86,7 @@ def test_a_parallel_scripted_run_through_ray(ray_executor: object, tmp_path: Pat
     from agent.live import NullDisplay
     from agent.parallel import ParallelRun
     from agent.providers import make_provider
-    from agent.shared import RunSetup
+    from agent.run_setup import RunSetup
 
     problem = load_problem(PLAYBACK)
     provider = make_provider("scripted", PLAYBACK.parent / "scan_tiny_playback" / "trajectory.yaml")

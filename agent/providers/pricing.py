@@ -10,6 +10,9 @@ from typing import NamedTuple
 
 from agent.events import Usage
 
+DEFAULT_MODEL = "claude-opus-5-5"
+"""The Claude model of a run without --model when ANTHROPIC_API_KEY is set (agent.providers.choose_model)."""
+
 
 class Price(NamedTuple):
     input: float

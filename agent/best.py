@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from agent.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
 from agent.exits import AgentExit, Interrupted
 from agent.run_setup import RunSetup
-from agent.runlog import RunLog
+from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
+from agent.runlog.writer import RunLog
 from agent.toolbox import FINAL_RECHECK, ToolJob, logged_call
 from tools.results import BenchResult
 

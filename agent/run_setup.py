@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from agent.budget import Budget
-from agent.executor import Executor
-from agent.live import Display, NullDisplay
+from agent.execution.executor import Executor
 from agent.providers.base import Provider
-from agent.runlog import RunLog
+from agent.runlog.writer import RunLog
+from agent.views.live import Display, NullDisplay
 from tools.problem import Problem
 
 

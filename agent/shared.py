@@ -9,11 +9,11 @@ import time
 
 from agent.best import Standings
 from agent.conversation import State
-from agent.events import RunSummary
 from agent.exits import AgentExit
-from agent.live import Display
 from agent.run_setup import RunSetup
-from agent.runlog import RunLog
+from agent.runlog.events import RunSummary
+from agent.runlog.writer import RunLog
+from agent.views.live import Display
 
 
 class Shared:

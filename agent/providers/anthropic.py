@@ -15,9 +15,9 @@ from typing import Any
 import anthropic
 from anthropic.types import Message as ApiMessage
 
-from agent.events import Usage
 from agent.providers.base import Message, ModelReply, ProviderError
 from agent.providers.pricing import DEFAULT_MODEL, cost_usd
+from agent.runlog.events import Usage
 
 DEFAULT_MAX_TOKENS = 64_000
 # The SDK refuses a non-streaming request whose max_tokens implies > 10 minutes (~21k tokens).

@@ -22,12 +22,13 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from agent.execution.executor import BuildProgress, Executor
+from agent.execution.executor import Executor
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.wire import BuildProgress
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
@@ -121,7 +122,7 @@ class RayExecutor(Executor):
         with self._lock:
             self._in_flight.add(ref)
         try:
-            return self._ray.get(ref)
+            return cast(dict[str, Any], self._ray.get(ref))  # a task returns its record (_task_record)
         finally:
             with self._lock:
                 self._in_flight.discard(ref)

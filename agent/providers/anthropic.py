@@ -10,7 +10,7 @@ can be sent back unmodified and logged for a resume.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 from anthropic.types import Message as ApiMessage
@@ -97,7 +97,7 @@ class AnthropicProvider:
         if self.max_tokens > STREAMING_THRESHOLD:
             with self.client.messages.stream(**kwargs) as stream:
                 return stream.get_final_message()
-        return self.client.messages.create(**kwargs)
+        return cast(ApiMessage, self.client.messages.create(**kwargs))  # not streamed: one Message
 
     def _reply(self, message: ApiMessage) -> ModelReply:
         usage = usage_from_api(message.usage)

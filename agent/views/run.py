@@ -108,7 +108,7 @@ def run_header(run: RunData) -> Group:
         f"torch {env.torch}" if env.torch else "",
         f"CUDA {env.cuda}" if env.cuda else "",
     ]
-    rows = [
+    rows: list[tuple[str, RenderableType]] = [
         ("problem", f"{info.problem} ({info.config.problem_path})"),
         ("model", model),
         ("status", Text(status, style=status_style(run))),

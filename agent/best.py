@@ -12,16 +12,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from agent.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
 from agent.exits import AgentExit, Interrupted
-from agent.runlog import RunLog
+from agent.run_setup import RunSetup
+from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
+from agent.runlog.writer import RunLog
 from agent.toolbox import FINAL_RECHECK, ToolJob, logged_call
 from tools.results import BenchResult
-
-if TYPE_CHECKING:  # agent.shared holds the Standings
-    from agent.shared import RunSetup
 
 SPREAD_SIGMAS = 2.0  # a new best must beat the old by this many standard errors of both medians
 RECHECK_TOP = 3  # candidates re-benchmarked at the end ...

@@ -6,7 +6,7 @@ results are cut down to it when the context is bounded, so it has to stand alone
 
 from __future__ import annotations
 
-from agent.events import TimedKernel
+from agent.runlog.events import TimedKernel
 from tools.results import BenchResult, CaseResult, CompileResult, ShapeTiming, TimingStats
 
 MAX_ERRORS = 12

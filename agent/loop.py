@@ -14,11 +14,12 @@ from agent import toolbox
 from agent.best import settle, timed_kernel, write_best
 from agent.budget import over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
-from agent.events import ErrorEvent, Event, ModelCallEvent, ToolCallEvent, TurnEndEvent
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
-from agent.live import BuildStep, Progress
 from agent.providers.base import ModelReply, ProviderError, ToolCall
-from agent.shared import RunHandle, RunSetup, Shared, end_run
+from agent.run_setup import RunSetup
+from agent.runlog.events import ErrorEvent, Event, ModelCallEvent, ToolCallEvent, TurnEndEvent
+from agent.shared import RunHandle, Shared, end_run
+from agent.views.live import BuildStep, Progress
 from tools.wire import Building
 
 

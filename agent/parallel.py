@@ -7,7 +7,7 @@ trajectory has tried (up to `--branches` of them). Each trajectory is the ordina
 `trajectory`), the kernels folder, the best (agent.best.Standings) and the run's cost and time budget
 (agent.shared.Shared). `--max-turns` is per trajectory.
 
-Compiles and evaluations go through the run's `Executor` (agent.executor: leases on this machine, or
+Compiles and evaluations go through the run's `Executor` (agent.execution.executor: leases on this machine, or
 Ray). At the end the top candidates of all trajectories are re-checked once, as in a single run.
 """
 
@@ -21,14 +21,16 @@ from dataclasses import replace
 
 from agent.best import settle
 from agent.conversation import State, summed
-from agent.events import Event, TimedKernel, ToolCallEvent, TrajectoryEvent
 from agent.exits import AgentExit, Finished, Interrupted, ModelError
-from agent.live import Progress
 from agent.loop import Agent
 from agent.prompt import first_user_message
 from agent.providers.base import Provider
-from agent.runlog import RunLog, read_events
-from agent.shared import RunHandle, RunSetup, Shared, end_run
+from agent.run_setup import RunSetup
+from agent.runlog.events import Event, TimedKernel, ToolCallEvent, TrajectoryEvent
+from agent.runlog.reader import read_events
+from agent.runlog.writer import RunLog
+from agent.shared import RunHandle, Shared, end_run
+from agent.views.live import Progress
 
 HISTORY_LINES = 24  # the last this many benchmarks go into a branch's opening message
 

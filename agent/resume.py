@@ -9,7 +9,8 @@ from typing import Any
 from agent import toolbox
 from agent.best import Standings, timed_kernel
 from agent.conversation import State, add_reply, pending_tool_calls, tool_result_block
-from agent.events import (
+from agent.prompt import first_user_message
+from agent.runlog.events import (
     BestEvent,
     ModelCallEvent,
     RunEndEvent,
@@ -18,8 +19,7 @@ from agent.events import (
     ToolCallEvent,
     TurnEndEvent,
 )
-from agent.prompt import first_user_message
-from agent.runlog import read_events
+from agent.runlog.reader import read_events
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
 

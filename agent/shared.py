@@ -1,39 +1,19 @@
-"""What the trajectories of one run share: `RunSetup` (fixed for the run), `Shared` (the best, the clock,
-the spend, the stop), what the CLI reads of a run (`RunHandle`) and the run's end (`end_run`). A single
-run is a run of one trajectory."""
+"""What the trajectories of one run share: `Shared` (the best, the clock, the spend, the stop), what the
+CLI reads of a run (`RunHandle`) and the run's end (`end_run`). What stays fixed for the run is
+`agent.run_setup.RunSetup`. A single run is a run of one trajectory."""
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 from agent.best import Standings
-from agent.budget import Budget
 from agent.conversation import State
-from agent.events import RunSummary
-from agent.executor import Executor
 from agent.exits import AgentExit
-from agent.live import Display, NullDisplay
-from agent.providers.base import Provider
-from agent.runlog import RunLog
-from tools.problem import Problem
-
-
-@dataclass(frozen=True)
-class RunSetup:
-    """What stays fixed through one run."""
-
-    problem: Problem
-    provider: Provider
-    log: RunLog
-    system: str  # the system prompt
-    budget: Budget
-    executor: Executor  # where compiles and benchmarks run (leased here, or Ray)
-    display: Display = field(default_factory=NullDisplay)
-
-    def __post_init__(self) -> None:
-        self.executor.on_event = self.log.append  # every lease taken for the run is in its log
+from agent.run_setup import RunSetup
+from agent.runlog.events import RunSummary
+from agent.runlog.writer import RunLog
+from agent.views.live import Display
 
 
 class Shared:

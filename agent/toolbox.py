@@ -15,12 +15,13 @@ from typing import Any, Generic, TypeVar
 from pydantic import ValidationError
 from rich.console import RenderableType
 
-from agent.events import TimedKernel, ToolCallEvent
-from agent.executor import BuildProgress, Executor
+from agent.execution.executor import Executor
 from agent.feedback import bench_headline, bench_text, compile_text
-from agent.result_view import bench_view, compile_view
+from agent.runlog.events import TimedKernel, ToolCallEvent
+from agent.views.result import bench_view, compile_view
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.wire import BuildProgress
 
 R = TypeVar("R", CompileResult, BenchResult)
 

@@ -36,7 +36,7 @@ if [ -n "$run" ]; then
   tar czf "$OUT/parallel_run.tar.gz" "$run"
   python3 - "$run" >> "$OUT/parallel_run.txt" 2>&1 <<'PY'
 import sys
-from agent.runread import load_run, overlapping_leases
+from agent.runlog.reader import load_run, overlapping_leases
 run = load_run(sys.argv[1])
 spans = run.leases
 timings = [s for s in spans if s.kind == "timing"]

@@ -33,9 +33,9 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-from agent.events import LeaseEvent  # noqa: E402
-from agent.executor import Executor, LeasedExecutor, LocalEvaluator  # noqa: E402
-from agent.leases import Leases, cpu_cores, visible_gpu_count  # noqa: E402
+from agent.execution.executor import Executor, LeasedExecutor, LocalEvaluator  # noqa: E402
+from agent.execution.leases import Leases, cpu_cores, visible_gpu_count  # noqa: E402
+from agent.runlog.events import LeaseEvent  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def cached_candidates(problem: Problem, count: int) -> list[str]:
 
 def make_executor(kind: str, gpus: list[int] | None, ray_address: str | None) -> Executor:
     if kind == "ray":
-        from agent.ray_executor import RayExecutor
+        from agent.execution.ray_executor import RayExecutor
 
         return RayExecutor(ray_address)
     return LeasedExecutor(Leases(gpus))

@@ -20,15 +20,15 @@ import httpx2
 import pytest
 from rich.console import Console
 
-from agent.cmd_run import new_agent, reopen_agent
+from agent.cli.run import new_agent, reopen_agent
 from agent.conversation import MAX_TOKENS_NOTE, bounded_messages
-from agent.events import ErrorEvent, ModelCallEvent, RunConfig, RunSummary, ToolCallEvent, Usage
-from agent.executor import LocalEvaluator
+from agent.execution.executor import LocalEvaluator
 from agent.loop import Agent
 from agent.providers.anthropic import AnthropicProvider
 from agent.providers.base import ProviderError
 from agent.providers.pricing import PRICES, cost_usd
-from agent.runlog import read_events
+from agent.runlog.events import ErrorEvent, ModelCallEvent, RunConfig, RunSummary, ToolCallEvent, Usage
+from agent.runlog.reader import read_events
 from tools.problem import Problem, load_problem
 from tools.results import CompileResult
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import (
+from agent.runlog.events import (
     BestEvent,
     BestRecord,
     ModelCallEvent,
@@ -23,7 +23,7 @@ from agent.events import (
     ToolCallEvent,
     TurnEndEvent,
 )
-from agent.runlog import read_events
+from agent.runlog.reader import read_events
 
 pytestmark = pytest.mark.slow
 

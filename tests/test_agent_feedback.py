@@ -3,8 +3,8 @@ in the middle, failing cases with their errors, timings with spread, the best so
 
 from __future__ import annotations
 
-from agent.events import TimedKernel
 from agent.feedback import bench_text, compile_text, head_tail
+from agent.runlog.events import TimedKernel
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
 
 

@@ -1,10 +1,13 @@
 """The layering docs/architecture.md describes, checked on the source: what runs beside a candidate
 (tools.worker) imports nothing from the judge or from supervision; shared data modules import no zone;
-tools imports nothing from agent, agent nothing from bench; and no import cycles between the zones."""
+tools imports nothing from agent, agent nothing from bench; no import cycles between the zones; inside
+agent/, the rooms keep their floors (the run log below the views, the views below the report, the CLI
+on top), and no agent module imports itself round a cycle."""
 
 from __future__ import annotations
 
 import ast
+from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
 import pytest
@@ -62,3 +65,87 @@ def test_floors_are_layered_bench_over_agent_over_tools() -> None:
 def test_the_worker_package_root_imports_nothing() -> None:
     """A worker loads only what it uses: `import tools.worker.timing` must not pull the builder in."""
     assert imported_modules(REPO / "tools" / "worker" / "__init__.py") == set()
+
+
+LOOP = ("agent.loop", "agent.parallel", "agent.shared", "agent.best", "agent.resume", "agent.run_setup")
+"""The loop and what its trajectories share: the rooms below them never reach up to them."""
+
+
+def agent_imports_outside(folder: str, allowed: tuple[str, ...]) -> list[str]:
+    """What a folder imports from agent/ beyond the modules `allowed` (prefixes)."""
+    return [
+        f"{path} imports {mod}"
+        for path, mods in imports_of(folder).items()
+        for mod in sorted(mods)
+        if mod.startswith("agent.") and not mod.startswith(allowed)
+    ]
+
+
+def test_the_run_log_stands_on_nothing_of_the_agent_but_the_exit_statuses() -> None:
+    """agent/runlog (the records, the writer, the reader, the run as data) is what every room reads; it
+    imports no view, no CLI, no loop, no executor."""
+    assert agent_imports_outside("agent/runlog", ("agent.runlog", "agent.exits")) == []
+
+
+def test_execution_imports_only_the_run_log_from_the_agent() -> None:
+    assert agent_imports_outside("agent/execution", ("agent.execution", "agent.runlog")) == []
+
+
+def test_views_and_report_never_reach_up_to_the_cli_or_the_loop() -> None:
+    """The views are pure functions of data (the CLI owns the console); the report draws with them."""
+    up = ("agent.cli", "agent.report", "agent.providers", *LOOP)
+    assert offenders("agent/views", up) == []
+    assert offenders("agent/report", ("agent.cli", "agent.providers", "agent.execution", *LOOP)) == []
+
+
+def test_only_the_cli_imports_the_cli() -> None:
+    found = offenders("agent", ("agent.cli",))
+    assert [o for o in found if not o.startswith("agent/cli/")] == []
+
+
+def agent_modules() -> dict[str, Path]:
+    """Every module of agent/ by its dotted name (a package by its own name, not `__init__`)."""
+    modules = {}
+    for path in sorted((REPO / "agent").rglob("*.py")):
+        parts = path.relative_to(REPO).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Which agent modules each agent module imports, at any depth (function-level and TYPE_CHECKING
+    imports count: a cycle that only a deferred import keeps from failing is still a cycle). `from
+    agent.x import y` is an edge to agent.x.y when that is a module, else to agent.x."""
+    modules = agent_modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for mod in imported_modules(path):
+            if mod in modules:
+                edges.add(mod)
+            elif mod.rpartition(".")[0] in modules:
+                edges.add(mod.rpartition(".")[0])
+        graph[name] = edges - {name, "agent"}
+    return graph
+
+
+def test_the_import_graph_of_the_agent_is_found_whole() -> None:
+    graph = import_graph()
+    assert {"agent.best", "agent.shared", "agent.cli.run", "agent.runlog.events"} <= graph.keys()
+    assert "agent.runlog.events" in graph["agent.best"]
+    assert "agent.best" in graph["agent.shared"]
+
+
+def test_no_agent_module_imports_itself_round_a_cycle() -> None:
+    try:
+        tuple(TopologicalSorter(import_graph()).static_order())
+    except CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_best_and_shared_do_not_import_each_other() -> None:
+    """The cycle that was: agent.shared holds agent.best's Standings, and agent.best's re-check reads the
+    run's setup, which lives below both (agent.run_setup)."""
+    graph = import_graph()
+    assert "agent.shared" not in graph["agent.best"]
+    assert "agent.best" not in graph["agent.run_setup"]

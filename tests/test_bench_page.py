@@ -1,6 +1,6 @@
-"""`agent bench`'s page (agent.result_view.bench_page), rendered into a string Console: each thing said once,
+"""`agent bench`'s page (agent.views.result.bench_page), rendered into a string Console: each thing said once,
 nothing printed that the evaluation did not have (`seed None`, `CUDA None`), and the kernel named by the
-path the user gave, not the job folder's kernel.py (agent.cmd_bench.named_as)."""
+path the user gave, not the job folder's kernel.py (agent.cli.bench.named_as)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import io
 
 from rich.console import Console, RenderableType
 
-from agent.cmd_bench import named_as
-from agent.result_view import bench_page
+from agent.cli.bench import named_as
+from agent.views.result import bench_page
 from tools.results import BenchResult, CompileResult, EnvInfo, Flag
 
 CPU_ENV = EnvInfo(harness_sha="abc123", torch="2.13.0+cpu", cuda=None, gpu=None, device="cpu")

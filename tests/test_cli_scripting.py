@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from agent import cli, exits
-from agent.events import RunSummary
+from agent.runlog.events import RunSummary
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent

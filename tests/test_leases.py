@@ -1,7 +1,7 @@
 """Leases without builds: many threads through `LeasedExecutor`, the overlap check on the lease events.
 
 The evaluator here runs a real child process for each compile and evaluation (`sleep`), so the threads
-really wait on each other; what is checked is what the run log would say (agent.runread's spans).
+really wait on each other; what is checked is what the run log would say (agent.runlog.reader's spans).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import LeaseEvent
-from agent.executor import LeasedExecutor
-from agent.leases import Leases
-from agent.rundata import LeaseSpan, lease_spans, overlapping_leases
+from agent.execution.executor import LeasedExecutor
+from agent.execution.leases import Leases
+from agent.runlog.data import LeaseSpan, lease_spans, overlapping_leases
+from agent.runlog.events import LeaseEvent
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 

@@ -25,7 +25,13 @@ from rich.live import Live
 
 from agent.budget import Budget
 from agent.conversation import State
-from agent.events import (
+from agent.execution.executor import BuildProgress, LeasedExecutor
+from agent.execution.leases import Leases
+from agent.loop import Agent
+from agent.providers.scripted import ScriptedProvider
+from agent.run_setup import RunSetup
+from agent.runlog.data import RunStatus
+from agent.runlog.events import (
     Event,
     Heartbeat,
     ModelCallEvent,
@@ -36,17 +42,11 @@ from agent.events import (
     TurnEndEvent,
     Usage,
 )
-from agent.executor import BuildProgress, LeasedExecutor
-from agent.follow import Follower, follow, follow_status_text
-from agent.leases import Leases
-from agent.live import BuildStep, Progress, RichDisplay, StatusLine, status_text
-from agent.loop import Agent
-from agent.providers.scripted import ScriptedProvider
-from agent.run_view import ShowOptions
-from agent.rundata import RunStatus
-from agent.runlog import EventTail, RunLog, write_model
-from agent.runread import live_status, load_run
-from agent.shared import RunSetup
+from agent.runlog.reader import EventTail, live_status, load_run
+from agent.runlog.writer import RunLog, write_model
+from agent.views.follow import Follower, follow, follow_status_text
+from agent.views.live import BuildStep, Progress, RichDisplay, StatusLine, status_text
+from agent.views.run import ShowOptions
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 from tools.wire import Building
@@ -176,7 +176,7 @@ def one_call_trajectory(tmp_path: Path, kernel: Path, tool: str) -> Path:
 
 
 def make_agent(tmp_path: Path, problem: Problem, trajectory: Path, evaluator: object | None) -> Agent:
-    from agent.cmd_run import create_log
+    from agent.cli.run import create_log
 
     provider = ScriptedProvider(trajectory)
     config = RunConfig(problem_path=str(problem.path), provider="scripted", model="scripted")

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from agent.budget import Budget
-from agent.events import BestRecord, RunConfig, ToolCallEvent
-from agent.executor import LeasedExecutor
-from agent.leases import Leases
-from agent.live import NullDisplay
+from agent.execution.executor import LeasedExecutor
+from agent.execution.leases import Leases
 from agent.parallel import ParallelRun
 from agent.providers.scripted import ScriptedProvider
-from agent.rundata import overlapping_leases
-from agent.runlog import RunLog
-from agent.runread import load_run
-from agent.shared import RunSetup
+from agent.run_setup import RunSetup
+from agent.runlog.data import overlapping_leases
+from agent.runlog.events import BestRecord, RunConfig, ToolCallEvent
+from agent.runlog.reader import load_run
+from agent.runlog.writer import RunLog
+from agent.views.live import NullDisplay
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult, ShapeTiming, TimingStats
 
@@ -56,7 +56,7 @@ class FixedTimeEvaluator:
 
 
 def run_parallel(tmp_path: Path, parallel: int, branches: int, max_turns: int | None) -> ParallelRun:
-    from agent.cmd_run import create_log
+    from agent.cli.run import create_log
 
     problem = load_problem(PLAYBACK)
     provider = ScriptedProvider(TRAJECTORY)

@@ -19,9 +19,9 @@ import pytest
 
 from agent import cli, exits
 from agent.best import SPREAD_SIGMAS
-from agent.events import BestEvent, BestRecord, RunInfo
-from agent.rundata import RunData, overlapping_leases
-from agent.runread import load_run
+from agent.runlog.data import RunData, overlapping_leases
+from agent.runlog.events import BestEvent, BestRecord, RunInfo
+from agent.runlog.reader import load_run
 from tests.test_agent_e2e import alive, descendants
 
 pytestmark = pytest.mark.slow

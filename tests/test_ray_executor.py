@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import RunConfig
-from agent.executor import LeasedExecutor
-from agent.leases import Leases
-from agent.rundata import overlapping_leases
-from agent.runread import load_run
+from agent.execution.executor import LeasedExecutor
+from agent.execution.leases import Leases
+from agent.runlog.data import overlapping_leases
+from agent.runlog.events import RunConfig
+from agent.runlog.reader import load_run
 from tests.candidates import scan_variants
 from tools.problem import load_problem
 from tools.results import BenchResult
@@ -34,7 +34,7 @@ SEED = 20261129
 
 @pytest.fixture(scope="module")
 def ray_executor() -> Iterator[object]:
-    from agent.ray_executor import RayExecutor, connect
+    from agent.execution.ray_executor import RayExecutor, connect
 
     connect(None, num_cpus=2)
     yield RayExecutor()
@@ -82,11 +82,11 @@ def test_ray_gives_the_local_verdicts(ray_executor: object) -> None:
 
 
 def test_a_parallel_scripted_run_through_ray(ray_executor: object, tmp_path: Path) -> None:
-    from agent.cmd_run import budget_of, create_log, system_for
-    from agent.live import NullDisplay
+    from agent.cli.run import budget_of, create_log, system_for
     from agent.parallel import ParallelRun
     from agent.providers import make_provider
-    from agent.shared import RunSetup
+    from agent.run_setup import RunSetup
+    from agent.views.live import NullDisplay
 
     problem = load_problem(PLAYBACK)
     provider = make_provider("scripted", PLAYBACK.parent / "scan_tiny_playback" / "trajectory.yaml")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import ToolCallEvent
-from agent.report import build_report, write_report
-from agent.rundata import RunData
-from agent.runread import load_run
+from agent.report.page import build_report, write_report
+from agent.runlog.data import RunData
+from agent.runlog.events import ToolCallEvent
+from agent.runlog.reader import load_run
 from tests.browser import chromium, dump_dom
 from tests.test_view_report import charts, marker_points
 

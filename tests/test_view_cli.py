@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent import cli
-from agent.events import RunInfo
+from agent.runlog.events import RunInfo
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
@@ -34,7 +34,7 @@ def future_run(tmp_path: Path) -> Path:
 
 
 def test_view_commands_are_registered() -> None:
-    assert "agent.cmd_view" in cli.COMMAND_MODULES
+    assert "agent.cli.view" in cli.COMMAND_MODULES
     commands = cli.build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
     assert {"show", "ls", "report"} <= set(commands)
 

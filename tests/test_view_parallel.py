@@ -9,10 +9,10 @@ import pytest
 from rich.console import Console
 
 from agent import cli
-from agent.report import build_report
-from agent.run_view import ShowOptions, render_ls, render_run
-from agent.rundata import overlapping_leases
-from agent.runread import list_runs, load_run
+from agent.report.page import build_report
+from agent.runlog.data import overlapping_leases
+from agent.runlog.reader import list_runs, load_run
+from agent.views.run import ShowOptions, render_ls, render_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 PARALLEL = RUNS / "20261129T140000Z-selective_scan_cpu-9a7a11"

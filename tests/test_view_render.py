@@ -12,9 +12,9 @@ from pathlib import Path
 
 from rich.console import Console, RenderableType
 
-from agent.events import Heartbeat, RunInfo
-from agent.run_view import ShowOptions, render_ls, render_run
-from agent.runread import list_runs, load_run
+from agent.runlog.events import Heartbeat, RunInfo
+from agent.runlog.reader import list_runs, load_run
+from agent.views.run import ShowOptions, render_ls, render_run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
@@ -267,7 +267,7 @@ def test_a_running_run_waits_for_its_result(tmp_path: Path) -> None:
 
 
 def test_a_status_label_says_each_thing_once() -> None:
-    from agent.rundata import RunStatus
+    from agent.runlog.data import RunStatus
 
     assert RunStatus("finished", "Finished").label == "finished"  # not "finished (Finished)"
     assert RunStatus("finished", "TargetReached").label == "finished (TargetReached)"
@@ -280,7 +280,7 @@ def test_a_status_label_says_each_thing_once() -> None:
 
 
 def test_a_speedup_is_written_with_the_times_sign_everywhere() -> None:
-    """One way to write a speedup (`0.90×`, agent.fmt.fmt_speedup), never also `0.90x`: no f-string in
+    """One way to write a speedup (`0.90×`, agent.views.fmt.fmt_speedup), never also `0.90x`: no f-string in
     agent/ puts an `x` right after a number it formats."""
     agent_dir = Path(__file__).resolve().parent.parent / "agent"
     found = [

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import ToolCallEvent
-from agent.report import build_report, write_report
-from agent.report_charts import LLM_COLOR, TOOL_COLOR
-from agent.rundata import RunData
-from agent.runread import load_run
+from agent.report.charts import LLM_COLOR, TOOL_COLOR
+from agent.report.page import build_report, write_report
+from agent.runlog.data import RunData
+from agent.runlog.events import ToolCallEvent
+from agent.runlog.reader import load_run
 from tests.browser import screenshot
 from tools.results import BenchResult
 

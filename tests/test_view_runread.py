@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.events import Heartbeat, RunInfo, TurnEndEvent, Usage
-from agent.runread import RunReadError, derive_status, list_runs, load_run
+from agent.runlog.events import Heartbeat, RunInfo, TurnEndEvent, Usage
+from agent.runlog.reader import RunReadError, derive_status, list_runs, load_run
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUNS = FIXTURES / "runs"

@@ -8,12 +8,19 @@ import os
 from pathlib import Path
 
 from agent.providers.base import ModelReply, Provider, ProviderError, ToolCall
+from agent.providers.pricing import DEFAULT_MODEL
 
-__all__ = ["ModelReply", "Provider", "ProviderError", "ToolCall", "make_provider", "choose_model"]
+__all__ = [
+    "DEFAULT_MODEL",
+    "ModelReply",
+    "Provider",
+    "ProviderError",
+    "ToolCall",
+    "make_provider",
+    "choose_model",
+]
 
 SCRIPTED = "scripted"
-DEFAULT_MODEL = "claude-opus-5-5"
-"""The Claude model of a run without --model when ANTHROPIC_API_KEY is set."""
 
 
 def choose_model(requested: str | None) -> tuple[str, str | None]:

@@ -10,17 +10,15 @@ can be sent back unmodified and logged for a resume.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import anthropic
 from anthropic.types import Message as ApiMessage
 
-from agent import providers
-from agent.events import Usage
 from agent.providers.base import Message, ModelReply, ProviderError
-from agent.providers.pricing import cost_usd
+from agent.providers.pricing import DEFAULT_MODEL, cost_usd
+from agent.runlog.events import Usage
 
-DEFAULT_MODEL = providers.DEFAULT_MODEL
 DEFAULT_MAX_TOKENS = 64_000
 # The SDK refuses a non-streaming request whose max_tokens implies > 10 minutes (~21k tokens).
 STREAMING_THRESHOLD = 21_000
@@ -99,7 +97,7 @@ class AnthropicProvider:
         if self.max_tokens > STREAMING_THRESHOLD:
             with self.client.messages.stream(**kwargs) as stream:
                 return stream.get_final_message()
-        return self.client.messages.create(**kwargs)
+        return cast(ApiMessage, self.client.messages.create(**kwargs))  # not streamed: one Message
 
     def _reply(self, message: ApiMessage) -> ModelReply:
         usage = usage_from_api(message.usage)

@@ -6,7 +6,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from agent.events import Usage
+from agent.runlog.events import Usage
 
 # Messages API shapes, kept as plain dicts: what was received is what is logged and sent back.
 Block = dict[str, Any]

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from agent.events import Usage
+from agent.runlog.events import Usage
+
+DEFAULT_MODEL = "claude-opus-5-5"
+"""The Claude model of a run without --model when ANTHROPIC_API_KEY is set (agent.providers.choose_model)."""
 
 
 class Price(NamedTuple):

@@ -11,7 +11,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from agent.events import Usage
+from agent.runlog.events import Usage
 
 SCRIPTED_LABEL = "scripted playback"
 OK_STYLE, BAD_STYLE, LABEL_STYLE, DIM = "green", "red", "bold cyan", "dim"

@@ -1,7 +1,7 @@
 """`agent show --follow RUN`: watch a run that another terminal is running.
 
 It draws what the log holds as `agent show` does, then reads the events appended after that (through
-agent.runlog.EventTail, from exactly where the first read stopped) and draws each as the live display of
+agent.runlog.reader.EventTail, from exactly where the first read stopped) and draws each as the live display of
 `agent run` does, with a status line of what the run's heartbeat says it is doing (a build's object
 included). It stops when the run logs its end (`run_end`), when the run's process is gone without one
 (killed), or on Ctrl-C (exit 130; the run goes on).
@@ -18,14 +18,13 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from agent.event_view import live_view
-from agent.events import Event, RunEndEvent
-from agent.fmt import BAD_STYLE, DIM
-from agent.live import clock_text
-from agent.run_view import ShowOptions, render_run
-from agent.rundata import RunData, RunStatus, parse_time
-from agent.runlog import EventTail
-from agent.runread import live_status
+from agent.runlog.data import RunData, RunStatus, parse_time
+from agent.runlog.events import Event, RunEndEvent
+from agent.runlog.reader import EventTail, live_status
+from agent.views.event import live_view
+from agent.views.fmt import BAD_STYLE, DIM
+from agent.views.live import clock_text
+from agent.views.run import ShowOptions, render_run
 
 POLL_S = 0.5
 WallClock = Callable[[], datetime]

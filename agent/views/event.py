@@ -15,7 +15,8 @@ from rich.table import Table
 from rich.text import Text
 
 from agent import toolbox
-from agent.events import (
+from agent.runlog.data import TurnData
+from agent.runlog.events import (
     BestEvent,
     ErrorEvent,
     Event,
@@ -24,7 +25,7 @@ from agent.events import (
     TrajectoryEvent,
     TurnEndEvent,
 )
-from agent.fmt import (
+from agent.views.fmt import (
     BAD_STYLE,
     DIM,
     OK_STYLE,
@@ -35,9 +36,8 @@ from agent.fmt import (
     labelled,
     tokens_line,
 )
-from agent.kernel_view import KernelShelf, kernel_view
-from agent.result_view import first_error_line
-from agent.rundata import TurnData
+from agent.views.kernel import KernelShelf, kernel_view
+from agent.views.result import first_error_line
 
 LIVE_TEXT_LINES = 6  # the live display clips the model's reasoning and text to this many lines
 

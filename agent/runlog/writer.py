@@ -2,7 +2,8 @@
 `heartbeat.json`.
 
 Events are appended and flushed one line at a time, so a killed process loses at most the event in
-flight; every other file is replaced atomically (write a temp file, then rename).
+flight; every other file is replaced atomically (write a temp file, then rename). Reading a run back is
+agent.runlog.reader's (`read_events`, `EventTail`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from agent.events import (
+from agent.runlog.events import (
     BestRecord,
     Event,
     Heartbeat,
@@ -25,7 +26,6 @@ from agent.events import (
     RunEnvironment,
     RunInfo,
     RunSummary,
-    parse_event,
 )
 from tools.problem import Problem
 
@@ -63,70 +63,6 @@ def collect_environment(problem: Problem) -> RunEnvironment:
         python=env.python,
         harness_sha=env.harness_sha,
     )
-
-
-def read_events(run_dir: Path, notes: list[str] | None = None) -> list[Event]:
-    """Every event of a run that parses, in log order: the one reader of events.jsonl. A torn last line
-    (the process was killed mid-write) or an unreadable middle one is skipped, and said in `notes`."""
-    notes = [] if notes is None else notes
-    path = run_dir / "events.jsonl"
-    if not path.is_file():
-        notes.append("events.jsonl is missing: the run wrote no events")
-        return []
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return parse_lines(lines, 1, notes, last_may_be_torn=True)
-
-
-def parse_lines(lines: list[str], first: int, notes: list[str], last_may_be_torn: bool) -> list[Event]:
-    """Lines of events.jsonl (numbered from `first`) as events; what does not parse is said in `notes`."""
-    events: list[Event] = []
-    for number, line in enumerate(lines, start=first):
-        if not line.strip():
-            continue
-        try:
-            events.append(parse_event(line))
-        except ValidationError as exc:
-            if last_may_be_torn and number == first + len(lines) - 1:
-                notes.append(f"events.jsonl line {number} is truncated (the writer was cut off); ignored")
-            else:
-                notes.append(f"events.jsonl line {number} is unreadable ({first_error(exc)}); skipped")
-    return events
-
-
-class EventTail:
-    """A run's events as they are appended, for following a live run: each `read()` returns the events of
-    the lines completed since the last one (a line still being written waits for its newline)."""
-
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / "events.jsonl"
-        self.offset = 0  # bytes of whole lines read so far
-        self.lines = 0
-
-    def read(self, notes: list[str] | None = None) -> list[Event]:
-        notes = [] if notes is None else notes
-        try:
-            with self.path.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read()
-        except FileNotFoundError:
-            return []
-        whole = data[: data.rfind(b"\n") + 1]
-        if not whole:
-            return []
-        self.offset += len(whole)
-        lines = whole.decode("utf-8", errors="replace").splitlines()
-        events = parse_lines(lines, self.lines + 1, notes, last_may_be_torn=False)
-        self.lines += len(lines)
-        return events
-
-
-def first_error(exc: ValidationError) -> str:
-    """A validation error in one line: where, then what."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    return f"{where}: {err['msg']}" if where else err["msg"]
 
 
 class RunLog:

@@ -72,8 +72,8 @@ def not_a_kernel(source: str) -> str | None:
 
 
 def run_bench(args: argparse.Namespace) -> int:
-    from agent.console import make_console
-    from agent.result_view import bench_page
+    from agent.cli.console import make_console
+    from agent.views.result import bench_page
     from tools.judge import benchmark
     from tools.results import BenchResult
 

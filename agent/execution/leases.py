@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from agent.events import LeaseEvent
+from agent.runlog.events import LeaseEvent
 
 
 def cpu_cores() -> int:

@@ -1,7 +1,7 @@
 """What a run shows while it runs: a status line (turn, phase and its seconds, what a build compiles now,
 tokens, cost, best, time) kept at the bottom of the terminal, and each event above it as it is logged
-(drawn by agent.event_view, as `agent show` draws it). The loop talks to a `Display`; `RichDisplay` is the
-terminal's (agent.cmd_run runs it under a rich Live, whose refreshes redraw the line from the clock, so it
+(drawn by agent.views.event, as `agent show` draws it). The loop talks to a `Display`; `RichDisplay` is the
+terminal's (agent.cli.run runs it under a rich Live, whose refreshes redraw the line from the clock, so it
 keeps ticking through a long compile with no new event)."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 from rich.text import Text
 
-from agent.event_view import live_view
-from agent.events import Event, Usage
+from agent.runlog.events import Event, Usage
+from agent.views.event import live_view
 
 Clock = Callable[[], float]  # time.monotonic, or a test's own
 

@@ -1,6 +1,7 @@
-"""Read a run directory back into typed records: `load_run(path)` and `list_runs(runs_dir)`.
+"""Read a run directory back into typed records: `load_run(path)` and `list_runs(runs_dir)`; its events
+alone with `read_events` (the one reader of events.jsonl), or as they are appended with `EventTail`.
 
-Everything is read through the models of `agent.events`; a run killed mid-write (a truncated last line
+Everything is read through the models of `agent.runlog.events`; a run killed mid-write (a truncated last line
 of `events.jsonl`, no `summary.json`, a stale heartbeat) still loads. A path that is not a run, or a run
 written by an unknown format version, raises `RunReadError` with a message meant for the user.
 """
@@ -17,7 +18,8 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from agent.events import (
+from agent.runlog.data import RunData, RunStatus, parse_time
+from agent.runlog.events import (
     READABLE_FORMAT_VERSIONS,
     BestEvent,
     BestRecord,
@@ -28,14 +30,77 @@ from agent.events import (
     RunSummary,
     ToolCallEvent,
     Versioned,
+    parse_event,
 )
-from agent.rundata import RunData, RunStatus, parse_time
-from agent.runlog import EventTail, first_error, read_events
 
 M = TypeVar("M", bound=BaseModel)
 
 HEARTBEAT_STALE_SECONDS = 60.0
 """A heartbeat older than this (it is rewritten every few seconds) means the writer is gone."""
+
+
+def read_events(run_dir: Path, notes: list[str] | None = None) -> list[Event]:
+    """Every event of a run that parses, in log order: the one reader of events.jsonl. A torn last line
+    (the process was killed mid-write) or an unreadable middle one is skipped, and said in `notes`."""
+    notes = [] if notes is None else notes
+    path = run_dir / "events.jsonl"
+    if not path.is_file():
+        notes.append("events.jsonl is missing: the run wrote no events")
+        return []
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return parse_lines(lines, 1, notes, last_may_be_torn=True)
+
+
+def parse_lines(lines: list[str], first: int, notes: list[str], last_may_be_torn: bool) -> list[Event]:
+    """Lines of events.jsonl (numbered from `first`) as events; what does not parse is said in `notes`."""
+    events: list[Event] = []
+    for number, line in enumerate(lines, start=first):
+        if not line.strip():
+            continue
+        try:
+            events.append(parse_event(line))
+        except ValidationError as exc:
+            if last_may_be_torn and number == first + len(lines) - 1:
+                notes.append(f"events.jsonl line {number} is truncated (the writer was cut off); ignored")
+            else:
+                notes.append(f"events.jsonl line {number} is unreadable ({first_error(exc)}); skipped")
+    return events
+
+
+class EventTail:
+    """A run's events as they are appended, for following a live run: each `read()` returns the events of
+    the lines completed since the last one (a line still being written waits for its newline)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / "events.jsonl"
+        self.offset = 0  # bytes of whole lines read so far
+        self.lines = 0
+
+    def read(self, notes: list[str] | None = None) -> list[Event]:
+        notes = [] if notes is None else notes
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        whole = data[: data.rfind(b"\n") + 1]
+        if not whole:
+            return []
+        self.offset += len(whole)
+        lines = whole.decode("utf-8", errors="replace").splitlines()
+        events = parse_lines(lines, self.lines + 1, notes, last_may_be_torn=False)
+        self.lines += len(lines)
+        return events
+
+
+def first_error(exc: ValidationError) -> str:
+    """A validation error in one line: where, then what."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where}: {err['msg']}" if where else err["msg"]
 
 
 class RunReadError(Exception):

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agent import toolbox
-from agent.events import ToolCallEvent
-from agent.fmt import fmt_speedup
-from agent.rundata import RunData
+from agent.runlog.data import RunData
+from agent.runlog.events import ToolCallEvent
+from agent.views.fmt import fmt_speedup
 from tools.results import BenchResult
 
 if TYPE_CHECKING:

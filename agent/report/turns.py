@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agent import toolbox
-from agent.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
-from agent.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
-from agent.result_view import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row
-from agent.rundata import RunData, TrajectoryData, TurnData
+from agent.runlog.data import RunData, TrajectoryData, TurnData
+from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
+from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
+from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row
 from tools.results import BenchResult, CompileResult
 
 OK_STATUSES = ("ok", "passed")

@@ -5,7 +5,7 @@ Two layers, the one evaluation port of every run (single, parallel, Ray):
   `evaluate(problem, code, gpu)`. `LocalEvaluator` calls the harness's public API (tools.judge's
   compile_kernel and benchmark), whose child processes do the isolation.
 - an `Executor` decides when and where: `LeasedExecutor` (this machine: a compile slot, then a timing
-  lease, see agent.leases) or `agent.ray_executor.RayExecutor` (a Ray cluster's resources do the leasing).
+  lease, see agent.execution.leases) or `agent.execution.ray_executor.RayExecutor` (a Ray cluster's resources do the leasing).
   Each reports its leases to `on_event`; the run log records them.
 
 A benchmark is always compile-then-time: the compile runs under a compile lease and fills the
@@ -22,8 +22,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Protocol
 
-from agent.events import LeaseEvent
-from agent.leases import Leases
+from agent.execution.leases import Leases
+from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
 from tools.wire import BuildProgress

@@ -1,4 +1,5 @@
-"""`agent` command line: each subcommand lives in its own module with a `register(subparsers)`.
+"""`agent` command line: each subcommand lives in its own module of this package (`bench`, `run`,
+`view`) with a `register(subparsers)`; `python -m agent.cli` runs `main` (agent/cli/__main__.py).
 
 Only the CLI owns the rich Console; everything it prints is rendered by pure functions elsewhere.
 Exit codes: 0 success/correct, 1 evaluated but not correct, 2 bad problem or usage, 3 harness error;
@@ -16,7 +17,7 @@ import os
 import signal
 import sys
 
-COMMAND_MODULES = ["agent.cmd_bench", "agent.cmd_run", "agent.cmd_view"]
+COMMAND_MODULES = ["agent.cli.bench", "agent.cli.run", "agent.cli.view"]
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
@@ -72,7 +73,3 @@ def quiet_broken_pipe() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return EXIT_BROKEN_PIPE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -18,14 +18,14 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
     from rich.console import Console
 
     from agent.budget import Budget
-    from agent.events import RunConfig
-    from agent.executor import Executor
+    from agent.execution.executor import Executor
     from agent.exits import AgentExit
     from agent.loop import Agent
     from agent.parallel import ParallelRun
     from agent.providers.base import Provider
-    from agent.runlog import RunLog
-    from agent.shared import RunSetup
+    from agent.run_setup import RunSetup
+    from agent.runlog.events import RunConfig
+    from agent.runlog.writer import RunLog
     from tools.problem import Problem
 
 
@@ -115,7 +115,7 @@ class UsageError(Exception):
 
 def handle(args: argparse.Namespace) -> int:
     from agent import exits
-    from agent.console import make_console
+    from agent.cli.console import make_console
 
     console = make_console(stderr=True)
     from agent.providers.base import ProviderError
@@ -144,7 +144,7 @@ def handle(args: argparse.Namespace) -> int:
 def run_json(run_dir: Path, exit_code: int) -> dict[str, Any]:
     """`agent run --json`: the run folder, the exit code, and summary.json's fields (its record of how the
     run ended; null where the run left none)."""
-    from agent.events import RunSummary
+    from agent.runlog.events import RunSummary
 
     summary_path = run_dir / "summary.json"
     summary = RunSummary.model_validate_json(summary_path.read_text()) if summary_path.is_file() else None
@@ -158,7 +158,7 @@ def run_json(run_dir: Path, exit_code: int) -> dict[str, Any]:
 
 
 def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelRun:
-    from agent.events import RunConfig
+    from agent.runlog.events import RunConfig
 
     if args.resume and (args.parallel > 1 or args.executor != "local"):
         raise UsageError("--resume continues a run as it was started; leave out --parallel and --executor")
@@ -196,14 +196,14 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
 
 
 def runs_dir_of(args: argparse.Namespace) -> Path:
-    from agent.runread import default_runs_dir
+    from agent.runlog.reader import default_runs_dir
 
     return Path(args.runs_dir or default_runs_dir())
 
 
 def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | None:
     """The local GPUs a CUDA problem's timings are spread over: --gpus, else every visible one."""
-    from agent.leases import visible_gpu_count
+    from agent.execution.leases import visible_gpu_count
 
     if problem.spec.device != "cuda":
         if requested:
@@ -220,12 +220,12 @@ def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | No
 def make_executor(config: RunConfig) -> Executor:
     if config.executor == "ray":
         try:
-            from agent.ray_executor import RayExecutor
+            from agent.execution.ray_executor import RayExecutor
         except ImportError as exc:
             raise UsageError(f"--executor ray needs Ray: pip install 'kernel-agent[ray]' ({exc})") from None
         return RayExecutor(config.ray_address)
-    from agent.executor import LeasedExecutor
-    from agent.leases import Leases
+    from agent.execution.executor import LeasedExecutor
+    from agent.execution.leases import Leases
 
     return LeasedExecutor(Leases(config.gpus))
 
@@ -252,8 +252,8 @@ def run_setup(
     problem: Problem, provider: Provider, config: RunConfig, executor: Executor, log: RunLog, console: Console
 ) -> RunSetup:
     """What a run's trajectories share, as its config decides it (the same again on a resume)."""
-    from agent.live import RichDisplay
-    from agent.shared import RunSetup
+    from agent.run_setup import RunSetup
+    from agent.views.live import RichDisplay
 
     display = RichDisplay(console, provider.scripted)
     return RunSetup(problem, provider, log, system_for(problem, config), budget_of(config), executor, display)
@@ -264,8 +264,8 @@ def trajectory_path(problem: Problem) -> Path | None:
 
 
 def create_log(problem: Problem, provider: Provider, config: RunConfig, runs_dir: Path) -> RunLog:
-    from agent.events import RunInfo
-    from agent.runlog import RunLog, collect_environment, new_run_dir
+    from agent.runlog.events import RunInfo
+    from agent.runlog.writer import RunLog, collect_environment, new_run_dir
 
     run_dir = new_run_dir(runs_dir, problem.name)
     info = RunInfo(
@@ -310,7 +310,7 @@ def reopen_agent(
     from agent.loop import Agent
     from agent.providers import make_provider
     from agent.resume import resumable, state_from_log
-    from agent.runlog import RunLog
+    from agent.runlog.writer import RunLog
     from agent.shared import Shared
 
     info, problem = resumable(run_dir, problem_arg, model_arg)
@@ -364,7 +364,7 @@ def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
     """`run.run()` under the status line, which is gone once it returns."""
     from rich.live import Live
 
-    from agent.live import RichDisplay
+    from agent.views.live import RichDisplay
 
     display = run.display
     assert isinstance(display, RichDisplay)
@@ -376,7 +376,7 @@ def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
-    from agent.fmt import fmt_count, fmt_speedup
+    from agent.views.fmt import fmt_count, fmt_speedup
 
     s, best_kernel = agent.state, agent.standings.best
     best = (

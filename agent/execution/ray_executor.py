@@ -1,6 +1,6 @@
 """`--executor ray`: compiles and evaluations as Ray tasks, on a local instance or a real cluster.
 
-Each task runs the ordinary evaluator (`agent.executor.LocalEvaluator`) on the node Ray picks, so
+Each task runs the ordinary evaluator (`agent.execution.executor.LocalEvaluator`) on the node Ray picks, so
 everything the harness guarantees holds there unchanged: the truth worker, the isolated candidate worker
 and the parent that judges run together on that node, and the verdict is computed there. What comes
 back is the result's JSON, validated into `CompileResult` / `BenchResult` here; nothing else crosses.
@@ -22,12 +22,13 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from agent.events import LeaseEvent
-from agent.executor import BuildProgress, Executor
+from agent.execution.executor import Executor
+from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.wire import BuildProgress
 
 HARNESS_ROOT = Path(__file__).resolve().parent.parent
 PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
@@ -74,7 +75,7 @@ def _task_record(started: float, payload: str) -> dict[str, Any]:
 
 def remote_compile(problem_json: str, code: str) -> dict[str, Any]:
     """On a worker: one compile with the ordinary evaluator."""
-    from agent.executor import LocalEvaluator
+    from agent.execution.executor import LocalEvaluator
 
     started = time.time()
     result = LocalEvaluator().compile(Problem.model_validate_json(problem_json), code)
@@ -83,7 +84,7 @@ def remote_compile(problem_json: str, code: str) -> dict[str, Any]:
 
 def remote_evaluate(problem_json: str, code: str, seed: int | None) -> dict[str, Any]:
     """On a worker: one evaluation with the ordinary evaluator, on the GPU Ray gave this task (if any)."""
-    from agent.executor import LocalEvaluator
+    from agent.execution.executor import LocalEvaluator
 
     started = time.time()
     result = LocalEvaluator().evaluate(Problem.model_validate_json(problem_json), code, None, seed=seed)
@@ -121,7 +122,7 @@ class RayExecutor(Executor):
         with self._lock:
             self._in_flight.add(ref)
         try:
-            return self._ray.get(ref)
+            return cast(dict[str, Any], self._ray.get(ref))  # a task returns its record (_task_record)
         finally:
             with self._lock:
                 self._in_flight.discard(ref)

@@ -10,8 +10,8 @@ from rich.console import RenderableType
 from rich.syntax import Syntax
 from rich.text import Text
 
-from agent.events import Event, ToolCallEvent
-from agent.fmt import BAD_STYLE, DIM
+from agent.runlog.events import Event, ToolCallEvent
+from agent.views.fmt import BAD_STYLE, DIM
 
 COLLAPSED_LINES = 8
 """Kernel lines shown by default (a window around the first compile error when there is one)."""

@@ -9,7 +9,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from agent.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
+from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, KernelUsage, ShapeTiming
 
 CASE_COLUMNS = ("case", "sizes", "status", "max abs", "rel L2", "why")

@@ -1,5 +1,5 @@
 """A run as typed data: its events grouped into turns, trajectories and lease spans, and its totals
-(from summary.json, else summed over the turns). Built by `agent.runread.load_run`; read by the views."""
+(from summary.json, else summed over the turns). Built by `agent.runlog.reader.load_run`; read by the views."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent import exits
-from agent.events import (
+from agent.runlog.events import (
     BestEvent,
     BestRecord,
     ErrorEvent,

@@ -1,18 +1,16 @@
 """`agent report`: a run as one self-contained HTML page that reads with no network (inline CSS, one
-inline script, charts as inline SVG drawn by agent.report_charts): the summary and charts, then every turn
-whole (agent.report_turns), a parallel run's trajectories side by side, and the best kernel; keys move
-between the turns (agent.report_assets)."""
+inline script, charts as inline SVG drawn by agent.report.charts): the summary and charts, then every turn
+whole (agent.report.turns), a parallel run's trajectories side by side, and the best kernel; keys move
+between the turns (agent.report.assets)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from agent import toolbox
-from agent.events import ToolCallEvent
-from agent.fmt import SCRIPTED_LABEL, fmt_cost, fmt_duration, fmt_speedup, fmt_time, tokens_by_kind
-from agent.report_assets import CSS, SCRIPT
-from agent.report_charts import recheck_note, shape_charts, speedup_chart, time_chart, tokens_chart
-from agent.report_turns import (
+from agent.report.assets import CSS, SCRIPT
+from agent.report.charts import recheck_note, shape_charts, speedup_chart, time_chart, tokens_chart
+from agent.report.turns import (
     esc,
     highlighted,
     lanes_html,
@@ -22,9 +20,11 @@ from agent.report_turns import (
     table_html,
     turns_html,
 )
-from agent.result_view import CASE_COLUMNS, TIMING_COLUMNS, case_row, timing_row
-from agent.run_view import model_label
-from agent.rundata import RunData
+from agent.runlog.data import RunData
+from agent.runlog.events import ToolCallEvent
+from agent.views.fmt import SCRIPTED_LABEL, fmt_cost, fmt_duration, fmt_speedup, fmt_time, tokens_by_kind
+from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, case_row, timing_row
+from agent.views.run import model_label
 from tools.results import BenchResult
 
 

@@ -1,6 +1,6 @@
 """`agent show`, `agent ls`, `agent report`: look at run logs. Exit 0 on success, 2 when a path is not a
 readable run (or the options ask for a turn the run lacks). A run is a path, or a name under --runs-dir
-($KERNEL_AGENT_RUNS, else runs/); `--json` prints one JSON object (agent.run_json) instead of the page."""
+($KERNEL_AGENT_RUNS, else runs/); `--json` prints one JSON object (agent.views.json_view) instead of the page."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.markup import escape
 
-from agent.cmd_run import positive_int
-from agent.console import make_console
-from agent.runread import RunReadError, default_runs_dir, list_runs, load_run, resolve_run
+from agent.cli.console import make_console
+from agent.cli.run import positive_int
+from agent.runlog.reader import RunReadError, default_runs_dir, list_runs, load_run, resolve_run
 
 RUNS_DIR_HELP = "where a run given by name is looked for (default: $KERNEL_AGENT_RUNS, else runs/)"
 
@@ -66,8 +66,8 @@ def print_json(data: dict[str, Any]) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from agent.run_view import ShowOptions, render_run
-    from agent.runlog import EventTail
+    from agent.runlog.reader import EventTail
+    from agent.views.run import ShowOptions, render_run
 
     if args.follow and args.turn is not None:
         return fail("--follow shows the run as it goes on: use --last N, not --turn")
@@ -90,11 +90,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         trajectory=args.trajectory, turn=args.turn, last=args.last, full=args.full, code=not args.no_code
     )
     if args.json:
-        from agent.run_json import show_json
+        from agent.views.json_view import show_json
 
         return print_json(show_json(run, opts))
     if args.follow:
-        from agent.follow import follow
+        from agent.views.follow import follow
 
         return follow(run, tail, make_console(), opts)
     make_console().print(render_run(run, opts))
@@ -102,7 +102,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from agent.run_view import render_ls
+    from agent.views.run import render_ls
 
     runs_dir = args.runs_dir or default_runs_dir()
     try:
@@ -110,7 +110,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     except RunReadError as exc:
         return fail(str(exc))
     if args.json:
-        from agent.run_json import ls_json
+        from agent.views.json_view import ls_json
 
         return print_json(ls_json(runs_dir, listings))
     make_console().print(render_ls(listings), crop=False)  # a run id is never cut
@@ -118,7 +118,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from agent.report import write_report
+    from agent.report.page import write_report
 
     try:
         run = load_run(resolve_run(args.run, args.runs_dir))

@@ -1,6 +1,6 @@
 """The `agent show` page and the `agent ls` table: run data in, rich renderables out.
 
-Nothing here prints; the CLI owns the Console. Each event is drawn by agent.event_view (the live display
+Nothing here prints; the CLI owns the Console. Each event is drawn by agent.views.event (the live display
 draws them the same way); this module lays out the run around them: header, turns, totals.
 """
 
@@ -15,9 +15,11 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from agent.event_view import render_event, turn_header
-from agent.events import BestEvent, Event, ToolCallEvent
-from agent.fmt import (
+from agent.runlog.data import RunData, ToolUseBlock, TrajectoryData, TurnData
+from agent.runlog.events import BestEvent, Event, ToolCallEvent
+from agent.runlog.reader import RunListing
+from agent.views.event import render_event, turn_header
+from agent.views.fmt import (
     BAD_STYLE,
     DIM,
     OK_STYLE,
@@ -33,9 +35,7 @@ from agent.fmt import (
     labelled,
     tokens_by_kind,
 )
-from agent.kernel_view import KernelShelf, source_view
-from agent.rundata import RunData, ToolUseBlock, TrajectoryData, TurnData
-from agent.runread import RunListing
+from agent.views.kernel import KernelShelf, source_view
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def run_header(run: RunData) -> Group:
         f"torch {env.torch}" if env.torch else "",
         f"CUDA {env.cuda}" if env.cuda else "",
     ]
-    rows = [
+    rows: list[tuple[str, RenderableType]] = [
         ("problem", f"{info.problem} ({info.config.problem_path})"),
         ("model", model),
         ("status", Text(status, style=status_style(run))),

@@ -1,5 +1,5 @@
 """What `agent ls --json` and `agent show --json` print: a run as plain JSON data, built from the same
-typed records as the rich views (agent.rundata), with the same turn selection as `agent show`.
+typed records as the rich views (agent.runlog.data), with the same turn selection as `agent show`.
 
 Pure functions of data; the CLI prints the one object each returns.
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.run_view import ShowOptions, select_turns
-from agent.rundata import RunData, TurnData
-from agent.runread import RunListing
+from agent.runlog.data import RunData, TurnData
+from agent.runlog.reader import RunListing
+from agent.views.run import ShowOptions, select_turns
 
 
 def status_json(run: RunData) -> dict[str, Any]:

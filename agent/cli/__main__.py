@@ -1,0 +1,7 @@
+"""`python -m agent.cli`: the `agent` command."""
+
+import sys
+
+from agent.cli import main
+
+sys.exit(main())

@@ -3,7 +3,7 @@ run's executor, to a typed result), the text the model reads back, and the view 
 
 Adding a tool is adding a record to `TOOLS`: the API's tool list and the system prompt's (agent.prompt),
 the loop's dispatch (agent.loop), the scripted playback's check (agent.providers.scripted) and the views
-of `agent show` and the live display (agent.event_view) all read the records.
+of `agent show` and the live display (agent.views.event) all read the records.
 """
 
 from __future__ import annotations

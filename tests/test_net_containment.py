@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.result_view import compile_view, measured_line
+from agent.views.result import compile_view, measured_line
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN
 from tools.judge import benchmark, check_source, compile_kernel

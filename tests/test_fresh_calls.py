@@ -64,3 +64,16 @@ def test_other_calls_get_offsets_drawn_now() -> None:
     unchecked = {int(a.split()[1]) for a in answers if a.startswith("go")} - {7, 8}
     assert len(unchecked) >= 25
     assert all(a.split()[2] == "-" or int(a.split()[2]) in (0, 1) for a in answers)
+
+
+def test_an_output_handed_back_again_is_counted_and_an_integer_one_is_not() -> None:
+    from tools.worker.candidate import Repeats
+
+    repeats = Repeats()
+    y = torch.randn(4, 8)
+    for out in (y, torch.randn(4, 8), y.clone(), torch.tensor([1, 2]), torch.tensor([1, 2])):
+        repeats.check(out)
+    assert repeats.repeated == 1  # the stale float output; argmax-like integer outputs may repeat honestly
+    assert repeats.nonfinite == 0
+    repeats.check(torch.full((3,), float("nan")))
+    assert repeats.nonfinite == 1

@@ -19,7 +19,7 @@ JOB_KERNEL = re.compile(r"(?<![\w.-])(?:[^\s\"'():]*/)?kernel\.py(?![\w.])")
 name that file (and sometimes its folder), which is not the file the user gave."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     bench = sub.add_parser("bench", help="compile, check and time one kernel file against a problem")
     bench.add_argument("problem", help="problems/<name>.yaml or a KernelBench .py")
     bench.add_argument("kernel", help="a Python file defining ModelNew")
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     check.set_defaults(handler=run_check)
 
 
-def _load(problem_path: str):  # noqa: ANN202 - returns tools.problem.Problem, imported lazily
+def _load(problem_path: str) -> Problem | None:
     from tools.problem import ProblemError, load_problem
 
     try:

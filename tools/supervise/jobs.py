@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from tools import wire
 from tools.cache import build_cache_dir
 from tools.problem import Problem
 from tools.supervise import isolation
@@ -145,7 +146,7 @@ def run_candidate(
     deadline = Deadline(limits.compile_timeout_s)
     watchdog = Watchdog(deadline, limits, call_bounds or {})
 
-    def handle(msg: dict[str, Any]) -> str | None:
+    def handle(msg: wire.WorkerMessage) -> str | None:
         watchdog.on_message(msg)
         return on_message(msg) if on_message else None
 

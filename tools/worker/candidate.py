@@ -200,6 +200,8 @@ class Repeats:
     def check(self, out: Any) -> None:
         if not isinstance(out, torch.Tensor) or out.numel() == 0:
             return  # check_output reports it
+        if not out.is_floating_point():
+            return  # integer outputs (argmax, labels) may repeat honestly; the checked calls cover them
         flat = out.detach().reshape(-1)
         picks = torch.tensor(
             [PROBE_ORDER.randrange(flat.numel()) for _ in range(self.PROBES)], device=flat.device

@@ -196,6 +196,7 @@ class Repeats:
         self.checked = 0
         self.repeated = 0
         self.nonfinite = 0  # outputs holding NaN or inf (the poison of an unwritten output is NaN)
+        self._picks: torch.Tensor | None = None  # the probed positions: drawn once, the same for every call
 
     def check(self, out: Any) -> None:
         if not isinstance(out, torch.Tensor) or out.numel() == 0:
@@ -203,10 +204,10 @@ class Repeats:
         if not out.is_floating_point():
             return  # integer outputs (argmax, labels) may repeat honestly; the checked calls cover them
         flat = out.detach().reshape(-1)
-        picks = torch.tensor(
-            [PROBE_ORDER.randrange(flat.numel()) for _ in range(self.PROBES)], device=flat.device
-        )
-        probe = (float(flat.double().sum()), *flat[picks].double().tolist())
+        if self._picks is None or self._picks.device != flat.device or int(self._picks.max()) >= flat.numel():
+            positions = [PROBE_ORDER.randrange(flat.numel()) for _ in range(self.PROBES)]
+            self._picks = torch.tensor(positions, device=flat.device)
+        probe = (float(flat.double().sum()), *flat[self._picks].double().tolist())
         self.checked += 1
         self.repeated += probe in self.seen
         self.nonfinite += not bool(torch.isfinite(flat).all())

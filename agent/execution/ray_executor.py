@@ -30,7 +30,7 @@ from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
 from tools.wire import BuildProgress
 
-HARNESS_ROOT = Path(__file__).resolve().parent.parent
+HARNESS_ROOT = Path(__file__).resolve().parents[2]  # agent/execution/ray_executor.py -> the repo
 PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
 
 

@@ -71,9 +71,22 @@ def test_an_output_handed_back_again_is_counted_and_an_integer_one_is_not() -> N
 
     repeats = Repeats()
     y = torch.randn(4, 8)
-    for out in (y, torch.randn(4, 8), y.clone(), torch.tensor([1, 2]), torch.tensor([1, 2])):
-        repeats.check(out)
-    assert repeats.repeated == 1  # the stale float output; argmax-like integer outputs may repeat honestly
+    calls = [(y, (1,)), (torch.randn(4, 8), (2,)), (y.clone(), (3,)), (torch.tensor([1, 2]), (4,))]
+    calls += [(torch.tensor([1, 2]), (5,)), (y.clone(), (1,))]  # the last: the same contents again
+    for out, contents in calls:
+        repeats.check(out, contents)
+    # The stale float output only: argmax-like integer outputs may repeat honestly, and so may the output
+    # for contents that came round again (on a small input two offsets can give the same shift).
+    assert repeats.repeated == 1
     assert repeats.nonfinite == 0
-    repeats.check(torch.full((3,), float("nan")))
+    repeats.check(torch.full((3,), float("nan")), (6,))
     assert repeats.nonfinite == 1
+
+
+def test_two_offsets_with_the_same_shifts_give_the_same_contents() -> None:
+    from tools.worker.fresh import shifts
+
+    base = [torch.randn(7), torch.randn(3, 5)]
+    assert shifts(base, 11) == shifts(base, 11 + 7 * 15)
+    assert torch.equal(rolled(base, 11)[0], rolled(base, 11 + 7 * 15)[0])
+    assert shifts(base, 11) != shifts(base, 12)

@@ -192,13 +192,14 @@ class Repeats:
     PROBES = 8
 
     def __init__(self) -> None:
-        self.seen: set[tuple[float, ...]] = set()
+        self.seen: dict[tuple[float, ...], tuple[int, ...]] = {}  # fingerprint -> the contents it came from
         self.checked = 0
         self.repeated = 0
         self.nonfinite = 0  # outputs holding NaN or inf (the poison of an unwritten output is NaN)
         self._picks: torch.Tensor | None = None  # the probed positions: drawn once, the same for every call
 
-    def check(self, out: Any) -> None:
+    def check(self, out: Any, contents: tuple[int, ...]) -> None:
+        """`contents`: what identifies the call's inputs (their shifts); the same contents may repeat."""
         if not isinstance(out, torch.Tensor) or out.numel() == 0:
             return  # check_output reports it
         if not out.is_floating_point():
@@ -209,9 +210,9 @@ class Repeats:
             self._picks = torch.tensor(positions, device=flat.device)
         probe = (float(flat.double().sum()), *flat[self._picks].double().tolist())
         self.checked += 1
-        self.repeated += probe in self.seen
+        self.repeated += probe in self.seen and self.seen[probe] != contents
         self.nonfinite += not bool(torch.isfinite(flat).all())
-        self.seen.add(probe)
+        self.seen.setdefault(probe, contents)
 
 
 def check_output(out: Any) -> torch.Tensor:
@@ -284,7 +285,7 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
             return
         check_output(current["out"])
         if current["timed"]:
-            repeats.check(current["out"])
+            repeats.check(current["out"], fresh.shifts(base, current["offset"]))
         if judge.keep is not None and isinstance(current["out"], torch.Tensor):
             kept[judge.keep] = current["out"].detach().to("cpu", copy=True)
 

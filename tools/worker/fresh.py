@@ -14,11 +14,25 @@ import torch
 _SPREAD = 0x9E3779B97F4A7C15
 
 
+def _shifted(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1
+
+
+def shifts(base: list[Any], offset: int) -> tuple[int, ...]:
+    """Each shifted input's shift: two offsets with the same shifts give the same contents (on small
+    inputs they can: a shift is the offset modulo the input's size)."""
+    return tuple(
+        ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
+        for index, value in enumerate(base)
+        if _shifted(value)
+    )
+
+
 def rolled(base: list[Any], offset: int) -> list[Any]:
     """The call's inputs: new tensors (fresh storage) whose contents are the base set's, shifted."""
     out: list[Any] = []
     for index, value in enumerate(base):
-        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1:
+        if _shifted(value):
             shift = ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
             out.append(torch.roll(value.reshape(-1), shift).reshape(value.shape))
         elif isinstance(value, torch.Tensor):

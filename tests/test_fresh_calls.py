@@ -90,3 +90,11 @@ def test_two_offsets_with_the_same_shifts_give_the_same_contents() -> None:
     assert shifts(base, 11) == shifts(base, 11 + 7 * 15)
     assert torch.equal(rolled(base, 11)[0], rolled(base, 11 + 7 * 15)[0])
     assert shifts(base, 11) != shifts(base, 12)
+
+
+def test_a_repeat_is_honest_where_the_true_outputs_ignore_the_shift() -> None:
+    from tools.judge._verdicts import outputs_follow_contents
+
+    assert outputs_follow_contents([torch.randn(3), torch.randn(3)])
+    total = torch.tensor([4.0], dtype=torch.float64)
+    assert not outputs_follow_contents([total, total.clone(), total.clone()])  # e.g. a sum over everything

@@ -7,9 +7,15 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tools.problem import Problem
+    from tools.supervise import WarmPool
 
 REPO = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -77,6 +83,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Problem:
+    """The selective scan at tiny CPU sizes (tests/problems/scan_tiny.yaml): seconds an evaluation."""
+    from tools.problem import load_problem
+
+    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmPool]:
+    """Warm workers of the module's own (a test that crashes a zygote affects no other module)."""
+    from tools.supervise import WarmPool
+
+    ev = WarmPool()
+    yield ev
+    ev.shutdown()
 
 
 @pytest.fixture(scope="session")

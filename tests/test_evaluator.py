@@ -21,11 +21,6 @@ TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
-@pytest.fixture(scope="module")
 def scan_cpu() -> Problem:
     return load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +21,13 @@ import pytest
 from tests.candidates import scan_variants as v
 from tools import wire
 from tools.judge import _verdicts, benchmark, clock_disagreement
-from tools.problem import Limits, Problem, load_problem
+from tools.problem import Limits, Problem
 from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
 from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
-@pytest.fixture(scope="module")
-def warm() -> Iterator[WarmPool]:
-    ev = WarmPool()
-    yield ev
-    ev.shutdown()
 
 
 def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:

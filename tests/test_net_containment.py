@@ -25,12 +25,11 @@ from agent.views.result import compile_view, measured_line
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN
 from tools.judge import benchmark, check_source, compile_kernel
-from tools.problem import Problem, load_problem
+from tools.problem import Problem
 from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation
 from tools.worker import contain
 
-TESTS = Path(__file__).resolve().parent
 FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS]
 
 pytestmark = pytest.mark.skipif(
@@ -54,18 +53,6 @@ def native_connect(port: int) -> str:
     at = src.rfind(RETURN)
     assert at > 0, "baseline.py changed: update tests/test_net_containment.py"
     return f"{src[:at]}\n        if NET_REACHED:\n            y = y + 1{src[at:]}"
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
-@pytest.fixture(scope="module")
-def warm() -> Iterator[WarmPool]:
-    ev = WarmPool()
-    yield ev
-    ev.shutdown()
 
 
 @pytest.fixture

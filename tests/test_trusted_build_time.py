@@ -3,15 +3,9 @@ clock its own code can replace, so what that process reports is bounded by what 
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
 from tests.candidates import scan_variants as v
 from tools.judge import compile_kernel
-from tools.problem import Problem, load_problem
-
-TESTS = Path(__file__).resolve().parent
+from tools.problem import Problem
 
 # At import, before load_inline runs: every later perf_counter reads 1000 s further back than the last.
 CLOCK_RUNS_BACKWARDS = v.replace(
@@ -19,11 +13,6 @@ CLOCK_RUNS_BACKWARDS = v.replace(
     "import torch\nimport time\n_calls = [0.0]\n\n\ndef _backwards() -> float:\n"
     "    _calls[0] -= 1000.0\n    return _calls[0]\n\n\ntime.perf_counter = _backwards\n",
 )
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
 
 
 def test_a_patched_clock_in_the_candidate_does_not_set_the_build_time(tiny: Problem) -> None:

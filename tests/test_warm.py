@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.candidates import scan_variants as v
 from tools.judge import benchmark, compile_kernel
-from tools.problem import Problem, load_problem
+from tools.problem import Problem
 from tools.results import BenchResult
 from tools.supervise import WarmPool
 
@@ -26,18 +25,6 @@ REPO = TESTS.parent
 
 LEAVES_STATE = v.replace("import torch\n", "import torch\ntorch.kagent_leftover = 1\n")
 SEES_STATE = v.with_forward_tail('if "kagent_leftover" in vars(torch):', "    y = y * 0")
-
-
-@pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
-@pytest.fixture(scope="module")
-def warm() -> Iterator[WarmPool]:
-    ev = WarmPool()
-    yield ev
-    ev.shutdown()
 
 
 def _alive(pid: int) -> bool:

@@ -27,11 +27,6 @@ HERE = Path(__file__).resolve().parent
 TESTS = HERE.parent
 
 
-@pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
 def _processes_with(needle: str) -> list[int]:
     pids = []
     for proc in Path("/proc").iterdir():

@@ -23,11 +23,6 @@ REPO = TESTS.parent
 
 
 @pytest.fixture(scope="module")
-def tiny() -> Problem:
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
-
-
-@pytest.fixture(scope="module")
 def honest(tiny: Problem) -> BenchResult:
     result = benchmark(tiny, v.baseline())
     assert result.status == "ok", result.message

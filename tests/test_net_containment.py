@@ -210,7 +210,7 @@ def test_a_worker_without_capabilities_cannot_leave_its_namespaces() -> None:
         try:
             host = os.open("/proc/self/ns/net", os.O_RDONLY)  # the host's namespace, held open
             steps = (contain.enter_net_namespace, contain.drop_capabilities, contain.enter_net_namespace)
-            setns = lambda: contain._check(contain._libc().setns(host, 0), "setns")  # noqa: E731
+            setns = lambda: contain.check(contain.libc().setns(host, 0), "setns")  # noqa: E731
             outcome = [contain.attempt(step) for step in (*steps, setns)]
         finally:
             os.write(write_fd, json.dumps(outcome).encode())

@@ -36,11 +36,11 @@ class _CapData(ctypes.Structure):
     ]
 
 
-def _libc() -> ctypes.CDLL:
+def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _check(rc: int, what: str) -> None:
+def check(rc: int, what: str) -> None:
     if rc != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"{what}: {os.strerror(err)}")
@@ -48,7 +48,7 @@ def _check(rc: int, what: str) -> None:
 
 def enter_net_namespace() -> None:
     """From now on this process (and what it forks) is in a new network namespace: only `lo`, down."""
-    _check(_libc().unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+    check(libc().unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
 
 
 def _last_cap() -> int:
@@ -62,14 +62,14 @@ def _last_cap() -> int:
 def drop_capabilities() -> None:
     """No capabilities now or after any exec: the bounding and ambient sets emptied (while CAP_SETPCAP is
     still held), then the effective, permitted and inheritable sets, then no new privileges."""
-    libc = _libc()
+    c = libc()
     if _has_capabilities():
         for cap in range(_last_cap() + 1):
-            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
-        _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
+            check(c.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"prctl(PR_CAPBSET_DROP, {cap})")
+        check(c.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "prctl(PR_CAP_AMBIENT)")
         header, empty = _CapHeader(CAPABILITY_VERSION_3, 0), (_CapData * 2)()
-        _check(libc.capset(ctypes.byref(header), empty), "capset(empty)")
-    _check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        check(c.capset(ctypes.byref(header), empty), "capset(empty)")
+    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
 def _has_capabilities() -> bool:

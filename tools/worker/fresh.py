@@ -18,14 +18,14 @@ def _shifted(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1
 
 
+def _shift(value: torch.Tensor, index: int, offset: int) -> int:
+    return ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
+
+
 def shifts(base: list[Any], offset: int) -> tuple[int, ...]:
     """Each shifted input's shift: two offsets with the same shifts give the same contents (on small
     inputs they can: a shift is the offset modulo the input's size)."""
-    return tuple(
-        ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
-        for index, value in enumerate(base)
-        if _shifted(value)
-    )
+    return tuple(_shift(value, index, offset) for index, value in enumerate(base) if _shifted(value))
 
 
 def rolled(base: list[Any], offset: int) -> list[Any]:
@@ -33,8 +33,7 @@ def rolled(base: list[Any], offset: int) -> list[Any]:
     out: list[Any] = []
     for index, value in enumerate(base):
         if _shifted(value):
-            shift = ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
-            out.append(torch.roll(value.reshape(-1), shift).reshape(value.shape))
+            out.append(torch.roll(value.reshape(-1), _shift(value, index, offset)).reshape(value.shape))
         elif isinstance(value, torch.Tensor):
             out.append(value.clone())
         else:

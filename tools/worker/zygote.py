@@ -20,7 +20,6 @@ tools/warm.py. Usage: python -m tools.zygote CONTROL_FD
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import os
 
@@ -55,31 +54,23 @@ MAX_CONTROL = 1 << 20
 EXIT_SETUP_FAILED = 70
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
-def _check(rc: int, what: str) -> None:
-    if rc != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
 def die_with_parent() -> None:
-    _check(_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    contain.check(contain.libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
 
 
 def enter_pid_namespace() -> None:
     """Return in PID 1 of a new PID namespace with its own /proc; the process that called this waits for
     that PID 1 and exits as it did (what `unshare --pid --fork --kill-child --mount-proc` does)."""
-    libc = _libc()
-    _check(libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare(CLONE_NEWPID|CLONE_NEWNS)")
-    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    libc = contain.libc()
+    contain.check(libc.unshare(CLONE_NEWPID | CLONE_NEWNS), "unshare(CLONE_NEWPID|CLONE_NEWNS)")
+    contain.check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     pid = os.fork()
     if pid:
         _mirror_exit(pid)
     die_with_parent()
-    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+    contain.check(
+        libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc"
+    )
 
 
 def _mirror_exit(pid: int) -> None:

@@ -20,6 +20,7 @@ pytest_counts() {  # pytest_counts LOG
 }
 machine_facts() {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
-  python3 -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'gpu', torch.cuda.is_available())"
+  # The installed versions without importing torch (an import cost the gate 4 s); the GPU is nvidia-smi's line.
+  python3 -c "import importlib.util as u, pathlib, runpy; v = runpy.run_path(str(pathlib.Path(u.find_spec('torch').origin).with_name('version.py'))); print('torch', v['__version__'], 'cuda', v['cuda'])"
   echo "code: ${GATE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo 'commit unknown (no .git here)')}"
 }

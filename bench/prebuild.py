@@ -5,7 +5,8 @@ builds. Each build goes through `compile_kernel` (the harness's own builder and 
 
 `--gpu-candidates` adds every distinct source of tests/adversarial/gpu/gpu_candidates.py (the GPU tests');
 `--gate-candidates` only those the gate's tests build (`-m "gpu and gate"`: 01's extension and the faults').
-Exits 1 if any build fails.
+While the builds run, the host facts a run's prompt states are measured (tools.envinfo.hardware_summary:
+on a GPU, a probe cached per host), since the GPU is idle then. Exits 1 if any build fails.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import sys
+import threading
 import time
 from pathlib import Path
 
+from tools.envinfo import hardware_summary
 from tools.judge import compile_kernel
 from tools.problem import load_problem
 
@@ -45,6 +48,8 @@ def main() -> int:
     for name, code in sources.items():
         unique.setdefault(code, name)
     start = time.monotonic()
+    facts = threading.Thread(target=hardware_summary, args=(problem,), daemon=True)
+    facts.start()  # else the first `agent run` on a bare host makes this probe on its critical path
     failed = 0
     with cf.ThreadPoolExecutor(args.jobs) as pool:
         futures = {pool.submit(compile_kernel, problem, code): name for code, name in unique.items()}
@@ -52,6 +57,7 @@ def main() -> int:
             r = fut.result()
             failed += not r.ok
             print(f"prebuilt {futures[fut]}: {r.status} {r.seconds:.1f} s {'' if r.ok else r.message[:300]}")
+    facts.join()
     print(f"prebuilt {len(unique)} kernels in {time.monotonic() - start:.0f} s, {failed} failed")
     return 1 if failed else 0
 

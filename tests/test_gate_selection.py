@@ -47,6 +47,9 @@ def gpu_tests() -> set[str]:
 
 def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
     assert collected("-m", "gpu and gate", "tests") == set(GATE.values())
+    # The gate collects only this folder (bench/h200_gate.sh): a gate test elsewhere would be left out.
+    assert collected("-m", "gpu and gate", "tests/adversarial/gpu") == set(GATE.values())
+    assert "tests/adversarial/gpu > " in (REPO / "bench" / "h200_gate.sh").read_text()
 
 
 def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(gpu_tests: set[str]) -> None:

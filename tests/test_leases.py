@@ -142,3 +142,23 @@ def test_gpu_keyword_sets_the_childrens_visible_device(
     assert env["CUDA_VISIBLE_DEVICES"] == "5"
     assert other["CUDA_VISIBLE_DEVICES"] == "4,5"
     assert child_env(tmp_path)["CUDA_VISIBLE_DEVICES"] == "4,5"
+
+
+class PreparingEvaluator(SleepEvaluator):
+    def __init__(self) -> None:
+        super().__init__(0.0)
+        self.prepared: list[int | None] = []
+
+    def prepare_ahead(self, problem: Problem, gpu: int | None) -> None:
+        self.prepared.append(gpu)
+
+
+def test_a_run_starting_prepares_a_first_evaluation_on_every_gpu_it_times_on() -> None:
+    problem = load_problem(TINY)
+    on_gpus = PreparingEvaluator()
+    LeasedExecutor(Leases(gpus=[0, 1]), on_gpus).warm_up(problem)
+    assert on_gpus.prepared == [0, 1]
+    on_host = PreparingEvaluator()
+    LeasedExecutor(Leases(gpus=None), on_host).warm_up(problem)
+    assert on_host.prepared == [None]
+    LeasedExecutor(Leases(gpus=None), SleepEvaluator()).warm_up(problem)  # one that makes nothing ahead

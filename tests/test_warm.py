@@ -74,6 +74,21 @@ def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, 
     assert len({first.seed, second.seed, third.seed}) == 3  # a fresh secret seed every evaluation
 
 
+def test_a_run_that_starts_has_its_first_evaluation_made_ahead(tiny: Problem, warm: WarmPool) -> None:
+    """agent run calls prepare_ahead as it starts (executor.warm_up): its first benchmark then finds its
+    truth made while the model wrote the kernel, as every later one does."""
+    from tools.judge import prepare_ahead
+
+    timed = benchmark(tiny, v.baseline(), pool=warm, prefetch_next=False)  # the reference timed on this host
+    assert timed.status == "ok", timed.message
+    assert not warm.pending(tiny.data_hash)
+    assert prepare_ahead(tiny, pool=warm)
+    assert warm.pending(tiny.data_hash)
+    first = benchmark(tiny, v.baseline(), pool=warm)
+    assert first.status == "ok", first.message
+    assert "truth_start" not in first.phases  # no truth worker on its critical path
+
+
 def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(
     tiny: Problem, warm: WarmPool
 ) -> None:

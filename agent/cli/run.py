@@ -256,7 +256,9 @@ def run_setup(
     from agent.views.live import RichDisplay
 
     display = RichDisplay(console, provider.scripted)
-    return RunSetup(problem, provider, log, system_for(problem, config), budget_of(config), executor, display)
+    system = system_for(problem, config)  # measures the GPU once per host: before anything else uses it
+    executor.warm_up(problem)  # the first benchmark's truth and worker, made while the first turn runs
+    return RunSetup(problem, provider, log, system, budget_of(config), executor, display)
 
 
 def trajectory_path(problem: Problem) -> Path | None:

@@ -54,6 +54,11 @@ class LocalEvaluator:
 
         return benchmark(problem, code, seed, gpu=gpu)
 
+    def prepare_ahead(self, problem: Problem, gpu: int | None) -> None:
+        from tools.judge import prepare_ahead
+
+        prepare_ahead(problem, gpu=gpu)
+
     def kill_all(self) -> None:
         from tools.supervise import kill_all_children
 
@@ -120,6 +125,11 @@ class Executor(ABC):
             return not_compiled(problem, compiled)
         return self.evaluate_compiled(problem, code, trajectory, seed, kernel_path)
 
+    def warm_up(self, problem: Problem) -> None:
+        """The run starts: make its first evaluation's worker and truth now, while the model writes the
+        kernel, where the executor can (default: nothing; each evaluation makes its own)."""
+        del problem  # nothing made ahead by default
+
     @abstractmethod
     def kill_all(self) -> None:
         """Kill what is running now (Ctrl-C)."""
@@ -162,6 +172,14 @@ class LeasedExecutor(Executor):
     ) -> BenchResult:
         with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
             return self.evaluator.evaluate(problem, code, gpu, seed=seed)
+
+    def warm_up(self, problem: Problem) -> None:
+        """Each GPU the run times on (or the host) prepares its first evaluation, if the evaluator can."""
+        prepare = getattr(self.evaluator, "prepare_ahead", None)  # an evaluator may make nothing ahead
+        if prepare is None:
+            return
+        for gpu in self.leases.gpu_pool.gpus if self.leases.gpu_pool else [None]:
+            prepare(problem, gpu)
 
     def kill_all(self) -> None:
         self.evaluator.kill_all()

@@ -2,7 +2,8 @@
 has the truth made and the candidate run (through `tools.supervise`), compares every output with the
 float64 truth, applies every guard and decides the verdict. A candidate never reaches this code.
 
-- `_evaluate`: `benchmark`, the evaluation of one candidate, and its verdict;
+- `_evaluate`: `benchmark`, the evaluation of one candidate, and its verdict; `prepare_ahead`, a run's first
+  evaluation made ready as the run starts;
 - `_plan`: the plan of one evaluation, and truth made ahead of time;
 - `_verdicts`: what is decided while the candidate runs: cases, flags, clocks, library usage;
 - `_compile`: `compile_kernel`, and what an import phase came to;
@@ -12,7 +13,7 @@ float64 truth, applies every guard and decides the verdict. A candidate never re
 
 from tools.judge._check import check_problem
 from tools.judge._compile import compile_kernel
-from tools.judge._evaluate import benchmark
+from tools.judge._evaluate import benchmark, prepare_ahead
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 
@@ -25,4 +26,5 @@ __all__ = [
     "check_source",
     "clock_disagreement",
     "compile_kernel",
+    "prepare_ahead",
 ]

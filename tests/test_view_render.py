@@ -87,7 +87,7 @@ new best: 31.7× · kernels/005.py · 1.820 ms (rse 0.3%)
 def footer(run_dir: Path) -> str:
     return f"""\
 total ─
-time    6m 07s wall · 142.5s LLM (39%) · 182.8s tools (50%)
+time    6m 07s wall · 142.5s LLM (39%) · 182.8s tools (50%) · 35.3s final re-check (10%)
 tokens  in=26,255 (input 2,395 · cache read 16,820 · cache write 7,040) · out=10,833 (thinking 6,850) · total=37,088
 cost    $0.335
 best    31.2× · kernels/005.py · turn 4, re-checked · saved as {run_dir / "best.py"}

@@ -229,6 +229,7 @@ class RunSummary(Versioned):
     wall_seconds: float
     llm_seconds: float = 0.0
     tool_seconds: float = 0.0
+    recheck_seconds: float = Field(0.0, description="the final re-check's, after the last turn")
     best_speedup: float | None = None
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
     scripted: bool = False

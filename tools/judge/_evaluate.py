@@ -16,6 +16,7 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
+from tools.judge._paired import check_cached_reference
 from tools.judge._plan import Prepared, obtain, prefetch, reference_cached, worker_kind
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import (
@@ -182,6 +183,10 @@ def _evaluate(
         result, again = _remeasure(problem, job, verdicts, result, ref_msgs, launch)
         clock["remeasure"] = time.monotonic() - remeasuring
         suspicious = suspicious or _suspicious(again, result.status in CLEAN_STATUSES and not result.flags)
+    if result.status == "ok":
+        checking = time.monotonic()
+        result = check_cached_reference(problem, plan, job, ev, result)
+        clock["reference_check"] = time.monotonic() - checking
     return result, suspicious
 
 

@@ -134,6 +134,17 @@ def reference_timing(
 def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
     case = Case(name=item["name"])
     built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+    if not item[
+        "truth_offsets"
+    ]:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
+        began = time.perf_counter()
+        checked = reference_timing(built, [built["inputs"]], device, item["reference_cfg"])
+        channel.send(
+            wire.TimingReady(
+                name=item["name"], reference=checked, reference_seconds=time.perf_counter() - began
+            )
+        )
+        return
     # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
     # set rolled by that call's secret offset (tools/worker/fresh.py).
     sets = [fresh.rolled(built["inputs"], offset) for offset in item["truth_offsets"]]

@@ -22,6 +22,7 @@ from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import (
     Verdicts,
     case_results,
+    checks_a_constant_passes,
     failure_lead,
     overall_status,
     summary,
@@ -295,6 +296,14 @@ def _verdict(
     cases = case_results(verdicts, outcome)
     timings, usage = timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
     usage_guards(verdicts, problem, usage)
+    constant_passes_at, checks = checks_a_constant_passes(verdicts)
+    if checks and len(constant_passes_at) == checks:
+        verdicts.flag(
+            "constant_output_passes",
+            "a constant output would pass every check of this problem (each case's and shape's truth is "
+            "constant within the tolerance): no kernel can be judged correct on it; give the problem inputs "
+            "or parameters whose outputs vary",
+        )
     status = overall_status(cases, timings, verdicts, outcome)
     if status != "ok" and verdicts.disagreements:  # already not counted: say so, no re-measure needed
         verdicts.flag("timing_mismatch", "; ".join(verdicts.disagreements.values()), disqualifying=False)
@@ -315,6 +324,11 @@ def _verdict(
         **base,
     )
     result.message = failure_lead(status, outcome, verdicts) + summary(result, problem)
+    if constant_passes_at and len(constant_passes_at) < checks:
+        result.notices.append(
+            f"a constant output would pass {', '.join(constant_passes_at)} (its truth is constant within the "
+            "tolerance): those checks cannot tell a kernel from a constant; the others can"
+        )
     return result
 
 

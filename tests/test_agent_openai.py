@@ -672,7 +672,7 @@ def test_agent_run_against_a_compatible_server_end_to_end(tmp_path: Path, serve:
     out = shown.stdout
     assert "turn 1 · " in out
     assert "turn 2 · " in out
-    assert "tokens in=5,000 · out=300" in out
+    assert "tokens in=5,000 · out=300 · total=5,300 · $0.006" in out  # turn 1's header, priced
     assert "call → compile_kernel" in out
     assert f"${summary.cost_usd:.3f}" in out
     for path in run_dir.rglob("*"):

@@ -191,6 +191,9 @@ class RunConfig(BaseModel):
     gpus: list[int] | None = Field(None, description="local GPUs used (None: all visible)")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    base_url: str | None = Field(
+        None, description="an OpenAI-compatible run's server, without credentials or query (resume uses it)"
+    )
 
 
 class RunEnvironment(BaseModel):

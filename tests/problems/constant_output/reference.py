@@ -28,12 +28,12 @@ class Model(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq_len, d_model = x.shape
-        A = -torch.exp(self.A_log)                                # [D, N]
-        delta = F.softplus(self.proj_delta(x))                    # [B, L, D]
-        B = self.proj_B(x)                                        # [B, L, N]
-        C = self.proj_C(x)                                        # [B, L, N]
-        dA = torch.exp(delta.unsqueeze(-1) * A)                   # [B, L, D, N]  (1 GiB at shape 1)
-        dB = delta.unsqueeze(-1) * B.unsqueeze(2)                 # [B, L, D, N]
+        A = -torch.exp(self.A_log)  # [D, N]
+        delta = F.softplus(self.proj_delta(x))  # [B, L, D]
+        B = self.proj_B(x)  # [B, L, N]
+        C = self.proj_C(x)  # [B, L, N]
+        dA = torch.exp(delta.unsqueeze(-1) * A)  # [B, L, D, N]  (1 GiB at shape 1)
+        dB = delta.unsqueeze(-1) * B.unsqueeze(2)  # [B, L, D, N]
         h = torch.zeros(batch, d_model, self.d_state, device=x.device, dtype=x.dtype)
         ys = []
         for t in range(seq_len):

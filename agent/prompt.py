@@ -115,7 +115,16 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
         "accuracy (e.g. 3xTF32) are judged by their measured error like anything else.",
         f"## Library policy\n{spec.library_policy.summary.strip()}",
         "## Correctness cases (fresh random seed on every benchmark call)\n"
-        + "\n".join(_case_line(c) for c in spec.correctness),
+        + "\n".join(_case_line(c) for c in spec.correctness)
+        + (
+            f"\nAlso {problem.smallest_case().name} with every floating input "
+            + " and, separately, ".join(
+                "negated" if v == "negated" else "scaled by 8" for v in spec.input_variants
+            )
+            + ": fitting the distribution get_inputs() draws from fails these."
+            if spec.input_variants
+            else ""
+        ),
         "## Timed shapes\n" + "\n".join(_shape_line(t) for t in spec.timing),
         f"## Hardware\n{hardware.strip()}",
         "## Tools\n"

@@ -72,6 +72,12 @@ class ConstantInit(Strict):
 ParamInit = Annotated[NormalInit | UniformInit | ConstantInit, Field(discriminator="kind")]
 
 
+# Inputs beyond what get_inputs() draws: a kernel fitted to the visible distribution (torch.rand is never
+# negative: `return x` passes a ReLU) fails them. Scaling by a power of two is exact.
+InputVariant = Literal["negated", "scaled"]
+INPUT_SCALE = 8.0
+
+
 class Case(Strict):
     """One correctness case: module size constants overridden, parameters optionally re-initialised."""
 
@@ -79,6 +85,10 @@ class Case(Strict):
     sizes: dict[str, int] = Field(default_factory=dict)
     init: dict[str, ParamInit] = Field(default_factory=dict)
     why: str = ""
+    inputs: InputVariant | Literal["as_drawn"] = Field(
+        "as_drawn",
+        description="get_inputs()'s tensors as drawn, or every floating one negated or scaled by 8",
+    )
 
 
 class TimingShape(Strict):
@@ -141,6 +151,11 @@ class ProblemSpec(Strict):
     tolerance: Tolerance = Field(default_factory=Tolerance)
     timing: list[TimingShape]
     correctness: list[Case]
+    input_variants: list[InputVariant] = Field(
+        default_factory=lambda: ["negated", "scaled"],  # type: ignore[arg-type]  # mypy reads the lambda as list[str]
+        description="cases added from the smallest one with its inputs negated or scaled by 8 ([]: none); "
+        "one where the reference's output is not finite is not applicable and not judged",
+    )
     library_policy: LibraryPolicy = Field(default_factory=LibraryPolicy)
     timing_config: TimingConfig = Field(default_factory=TimingConfig)
     limits: Limits = Field(default_factory=Limits)
@@ -202,6 +217,19 @@ class Problem(BaseModel):
         the final re-check, which only times longer, takes truth prepared from a seed no candidate has seen."""
         blob = f"{self.reference_hash}|sets={self.spec.timing_config.input_sets}".encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+    @property
+    def correctness_cases(self) -> list[Case]:
+        """The spec's cases, then its smallest with each input variant (tools/problem.py `input_variants`)."""
+        base = self.smallest_case()
+        variants = [
+            base.model_copy(
+                update={"name": f"{base.name}.{v}", "inputs": v, "why": f"{base.name}'s inputs {v}"}
+            )
+            for v in self.spec.input_variants
+            if base.inputs == "as_drawn"
+        ]
+        return [*self.spec.correctness, *variants]
 
     def smallest_case(self) -> Case:
         def volume(case: Case) -> int:

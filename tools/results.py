@@ -101,6 +101,11 @@ class Flag(Model):
     disqualifying: bool = True
 
 
+# How a CaseResult's message starts for an added input variant the reference itself is not finite on (not
+# judged; tools/problem.py `input_variants`).
+NOT_APPLICABLE = "not applicable"
+
+
 class CaseResult(Model):
     name: str
     status: Literal["passed", "failed", "error", "skipped"]

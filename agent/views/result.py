@@ -10,7 +10,15 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
-from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, KernelUsage, ShapeTiming
+from tools.results import (
+    NOT_APPLICABLE,
+    BenchResult,
+    CaseResult,
+    CompileResult,
+    Diagnostic,
+    KernelUsage,
+    ShapeTiming,
+)
 
 CASE_COLUMNS = ("case", "sizes", "status", "max abs", "rel L2", "why")
 TIMING_COLUMNS = ("shape", "candidate", "rse", "reference", "speedup")
@@ -150,8 +158,10 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         yield from build
     if result.cases:
         passed = sum(c.status == "passed" for c in result.cases)
-        style = OK_STYLE if passed == len(result.cases) else BAD_STYLE
-        yield Text(f"{passed}/{len(result.cases)} correctness cases passed", style=style)
+        moot = sum(c.message.startswith(NOT_APPLICABLE) for c in result.cases)  # an input variant, moot
+        style = OK_STYLE if passed + moot == len(result.cases) else BAD_STYLE
+        moot_text = f" ({moot} not applicable)" if moot else ""
+        yield Text(f"{passed}/{len(result.cases) - moot} correctness cases passed{moot_text}", style=style)
         if full or passed < len(result.cases):
             yield cases_table(result.cases, all_cases=full)
     for flag in result.flag_details:

@@ -51,7 +51,8 @@ def test_honest_candidates_come_out_clean(tiny: Problem, make) -> None:
     assert result.status == "ok", result.message
     assert result.correct
     assert result.flags == []
-    assert result.notices == []
+    # A paired check on this busy machine may find the cached reference moved: that is said, not a flaw.
+    assert [n for n in result.notices if "reference's cached median" not in n] == []
     assert result.usage is not None
     assert result.usage.own_calls_per_forward == 1
 
@@ -62,10 +63,13 @@ def test_honest_candidates_come_out_clean(tiny: Problem, make) -> None:
 @pytest.mark.parametrize("make", [c.cache_by_shape, c.cache_by_version], ids=["per_shape", "version"])
 def test_output_caches_are_caught_by_the_timed_recheck(tiny: Problem, make) -> None:
     result = benchmark(tiny, make())
-    assert [x.status for x in result.cases] == ["passed", "passed"]  # each case is a new shape: no hit
+    assert [x.status for x in result.cases[:2]] == ["passed", "passed"]  # each spec case a new shape: no hit
     assert "cache hit" in result.output
     assert result.status == "incorrect", result.message
-    assert "timed_output_mismatch" in result.flags
+    # Caught by the smallest case's input variants (its shape, other contents: the cache hands back odd's
+    # output), else by the timed re-check.
+    variants = [x.status for x in result.cases[2:]]
+    assert "failed" in variants or "timed_output_mismatch" in result.flags
     # The profiled call reuses a timed input set: a cache hit there shows as no call into the extension.
     assert set(result.flags) <= {"timed_output_mismatch", "no_custom_kernel"}
     assert result.speedup is None
@@ -92,7 +96,7 @@ def test_a_candidate_that_cheats_once_past_the_first_calls_is_caught(tiny: Probl
     """Honest through the cases, the warm-up and the first `min_iters` timed calls, wrong after: the checks
     the judge places after the loop's own stop see it (tools/judge/_calls.py)."""
     cfg = tiny.spec.timing_config
-    honest = len(tiny.spec.correctness) + cfg.warmup + cfg.min_iters
+    honest = len(tiny.correctness_cases) + cfg.warmup + cfg.min_iters
     result = benchmark(tiny, c.correct_only_while_counted(honest))
     assert [x.status for x in result.cases] == ["passed"] * len(result.cases)
     assert result.status == "incorrect", result.message
@@ -153,7 +157,7 @@ def test_no_seed_reaches_the_candidate(tiny: Problem) -> None:
     assert result.status == "ok", result.message
     assert "REQUEST" in result.output
     assert "KERNEL_AGENT_JOB" in result.output  # it did print its environment
-    names = [x.name for x in tiny.spec.correctness] + [t.name for t in tiny.spec.timing]
+    names = [x.name for x in tiny.correctness_cases] + [t.name for t in tiny.spec.timing]
     for secret in [str(master)] + [str(derive_seed(master, n)) for n in names]:
         assert secret not in result.output
     assert "truth" not in result.output.split("REQUEST", 1)[1].split("FILES", 1)[0]

@@ -51,8 +51,10 @@ class Plan:
                 "data_path": str(job.shared / f"case_{i}.pt"),
                 "truth_path": str(job.private / f"case_{i}.truth.pt"),
                 "out_path": str(job.work / f"case_{i}.out.pt"),
+                # added by the harness (input_variants): not judged where the reference is not finite on it
+                "derived": i >= len(problem.spec.correctness),
             }
-            for i, c in enumerate(problem.spec.correctness)
+            for i, c in enumerate(problem.correctness_cases)
         ]
         timing = [
             {

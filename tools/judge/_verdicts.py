@@ -17,6 +17,7 @@ from tools.judge._plan import Plan
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
 from tools.results import (
+    NOT_APPLICABLE,
     BenchResult,
     CaseResult,
     Flag,
@@ -44,6 +45,7 @@ class Verdicts:
     batch_clock: dict[str, dict[str, float]] = field(default_factory=dict)  # shape -> begin/end, our clock
     disagreements: dict[str, str] = field(default_factory=dict)  # shape -> why its clocks disagree
     calls: dict[str, CallSchedule] = field(default_factory=dict)  # shape -> its timing loop's offsets
+    not_applicable: set[str] = field(default_factory=set)  # added cases the reference is not finite on
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
@@ -98,6 +100,13 @@ class Verdicts:
                 name=item["name"], status="error", message="output is not a tensor"
             )
             return
+        if item.get("derived") and not bool(torch.isfinite(truth).all()):
+            self.not_applicable.add(item["name"])
+            self.cases[item["name"]] = CaseResult(
+                name=item["name"], status="skipped", sizes=item["sizes"],
+                message=f"{NOT_APPLICABLE}: the reference's output is not finite on these inputs",
+            )  # fmt: skip
+            return
         result = compare(
             item["name"], out, truth, self.problem.spec.tolerance, item["sizes"], item.get("ref_err")
         )
@@ -123,7 +132,9 @@ class Verdicts:
 
     def all_cases_pass(self) -> bool:
         passed = all(
-            self.cases.get(c["name"]) and self.cases[c["name"]].status == "passed" for c in self.plan.cases
+            self.cases.get(c["name"])
+            and (self.cases[c["name"]].status == "passed" or c["name"] in self.not_applicable)
+            for c in self.plan.cases
         )
         return passed and not any(f.disqualifying for f in self.flags.values())
 
@@ -326,7 +337,7 @@ def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None
 
 
 def summary(result: BenchResult, problem: Problem) -> str:
-    failing = [c for c in result.cases if c.status != "passed"]
+    failing = [c for c in result.cases if c.status != "passed" and not c.message.startswith(NOT_APPLICABLE)]
     parts = []
     if failing:
         first = failing[0]
@@ -358,7 +369,7 @@ def overall_status(
         return "crashed"
     clean = not any(f.disqualifying for f in verdicts.flags.values())
     timed = all(t.candidate is not None for t in timings)
-    if clean and timed and all(c.status == "passed" for c in cases):
+    if clean and timed and all(c.status == "passed" or c.name in verdicts.not_applicable for c in cases):
         return "ok"
     return "incorrect"
 
@@ -379,7 +390,7 @@ def checks_a_constant_passes(verdicts: Verdicts) -> tuple[list[str], int]:
     passing, total = [], 0
     for item in verdicts.plan.cases:
         truth = verdicts.truths.get(item["name"])
-        if isinstance(truth, torch.Tensor):
+        if isinstance(truth, torch.Tensor) and item["name"] not in verdicts.not_applicable:
             total += 1
             if constant_passes(truth, verdicts.problem.spec.tolerance, item.get("ref_err")):
                 passing.append(item["name"])

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tools.problem import Case, ConstantInit, NormalInit, ParamInit, UniformInit
+from tools.problem import INPUT_SCALE, Case, ConstantInit, NormalInit, ParamInit, UniformInit
 
 
 def load_reference(source: str, sizes: dict[str, int]) -> types.ModuleType:
@@ -48,6 +48,13 @@ def apply_init(model: torch.nn.Module, init: dict[str, ParamInit], generator: to
                 p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype) * rule.std + rule.mean)
 
 
+def varied(t: torch.Tensor, how: str) -> torch.Tensor:
+    """One input as a case asks for it (tools/problem.py `Case.inputs`): floating tensors negated or scaled."""
+    if how == "as_drawn" or not t.is_floating_point():
+        return t.contiguous()
+    return (-t if how == "negated" else t * INPUT_SCALE).contiguous()
+
+
 def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dict[str, Any]:
     """Init args, fp32 CPU state dict and fp32 CPU inputs for one case, all from `seed`."""
     module = load_reference(source, sizes)
@@ -55,7 +62,7 @@ def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dic
     init_inputs = list(module.get_init_inputs())
     model = module.Model(*init_inputs)
     apply_init(model, case.init, torch.Generator().manual_seed(seed ^ 0x5EED))
-    inputs = [t.contiguous() if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
+    inputs = [varied(t, case.inputs) if isinstance(t, torch.Tensor) else t for t in module.get_inputs()]
     return {
         "init_inputs": init_inputs,
         "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},

@@ -44,7 +44,7 @@ def honest(tiny: Problem) -> BenchResult:
 def test_a_patched_timer_is_timer_tampering_and_never_timed(tiny: Problem, make, timer: str) -> None:
     assert check_source(make())[0] == []  # nothing for the static check to see: the runtime guard catches it
     result = benchmark(tiny, make())
-    assert [x.status for x in result.cases] == ["passed", "passed"]  # forward itself is honest
+    assert all(x.status == "passed" for x in result.cases)  # forward itself is honest
     assert result.status == "incorrect", result.message
     assert result.flags == ["timer_tampering"]
     assert timer in result.flag_details[0].message
@@ -64,8 +64,8 @@ def test_a_self_restoring_perf_counter_does_not_fake_a_speedup(tiny: Problem, ho
     Fails today (status ok, several times the honest speedup): tools/timing.measure reads `time.perf_counter` through
     the module at call time, and tools/worker_candidate compares timer identity only after a whole timed
     item, when the candidate has already put the original back."""
-    result = benchmark(tiny, c.self_restoring_perf_counter(len(tiny.spec.correctness), factor=100))
-    assert [x.status for x in result.cases] == ["passed", "passed"]
+    result = benchmark(tiny, c.self_restoring_perf_counter(len(tiny.correctness_cases), factor=100))
+    assert all(x.status == "passed" for x in result.cases)
     if result.status == "ok":
         fake, real = result.primary_timing, honest.primary_timing
         assert fake is not None
@@ -91,8 +91,8 @@ def test_a_faked_harness_clock_is_caught_by_the_evaluators_clock(tiny: Problem) 
     so the loop is long next to the stamps' allowed slack, as a real problem's is."""
     cfg = tiny.spec.timing_config.model_copy(update={"min_iters": 20, "max_iters": 20})
     long_loop = tiny.model_copy(update={"spec": tiny.spec.model_copy(update={"timing_config": cfg})})
-    result = benchmark(long_loop, c.faked_harness_clock(len(tiny.spec.correctness)))
-    assert [x.status for x in result.cases] == ["passed", "passed"]
+    result = benchmark(long_loop, c.faked_harness_clock(len(tiny.correctness_cases)))
+    assert all(x.status == "passed" for x in result.cases)
     assert result.status == "incorrect", result.message
     assert "timing_mismatch" in result.flags, result.message
     assert "faked" in next(f.message for f in result.flag_details if f.name == "timing_mismatch")
@@ -119,15 +119,15 @@ def test_work_finished_after_forward_returns_fails_the_cases(tiny: Problem) -> N
     result = benchmark(tiny, c.background_thread_every_call())
     assert result.status == "incorrect", result.message
     assert set(result.flags) <= {"spawns_workers"}, result.message  # a runtime thread guard may add this
-    assert [x.status for x in result.cases] == ["failed", "failed"]
+    assert all(x.status == "failed" for x in result.cases)
     assert all(t.candidate is None for t in result.timings)
 
 
 def test_work_deferred_only_while_timed_is_caught_by_the_timed_recheck(tiny: Problem) -> None:
     """Honest for the correctness cases (counted), deferred to a thread while timed: the last timed call's
     output is still zero when the harness copies it, and the re-check of timed outputs catches it."""
-    result = benchmark(tiny, c.background_thread_while_timed(len(tiny.spec.correctness)))
-    assert [x.status for x in result.cases] == ["passed", "passed"]
+    result = benchmark(tiny, c.background_thread_while_timed(len(tiny.correctness_cases)))
+    assert all(x.status == "passed" for x in result.cases)
     assert result.status == "incorrect", result.message
     assert "timed_output_mismatch" in result.flags, result.message
     assert set(result.flags) <= {"timed_output_mismatch", "spawns_workers"}, result.message

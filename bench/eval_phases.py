@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tools import benchmark
 from tools.envinfo import hardware_summary
-from tools.judge import _evaluate, _plan, benchmark
+from tools.judge import _evaluate, _plan
 from tools.problem import load_problem
 from tools.supervise import jobs
 

@@ -29,7 +29,7 @@ cat "$OUT/gpu.txt"
 df -h /dev/shm | tail -1 | tee -a "$OUT/gpu.txt"
 python3 - "$PROBLEM" "$KERNEL" <<'PY' 2>&1 | tee "$OUT/compile.txt"
 import sys
-from tools.judge import compile_kernel
+from tools import compile_kernel
 from tools.problem import load_problem
 r = compile_kernel(load_problem(sys.argv[1]), open(sys.argv[2]).read())
 print(sys.argv[2], r.status, round(r.seconds, 1), "cached" if r.cached else "cold", r.message[:300])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools.judge import benchmark, compile_kernel
+from tools import benchmark, compile_kernel
 from tools.problem import Problem, ProblemError, load_problem
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,7 +13,8 @@ import pytest
 from tests.adversarial.gpu import cpu_candidates as c
 from tests.adversarial.gpu import gpu_candidates as g
 from tests.candidates import scan_variants as v
-from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, benchmark, check_source
+from tools import benchmark
+from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, check_source
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
 

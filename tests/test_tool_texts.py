@@ -3,8 +3,10 @@ in the middle, failing cases with their errors, timings with spread, the best so
 
 from __future__ import annotations
 
-from agent.feedback import bench_text, compile_text, head_tail
 from agent.runlog.events import TimedKernel
+from tools.benchmark import text as bench_text
+from tools.compile_kernel import head_tail
+from tools.compile_kernel import text as compile_text
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
 
 

@@ -85,7 +85,7 @@ class TruthServer:
         while (msg := self._next(deadline)) is not None:
             if getattr(msg, "id", None) not in (None, rid):
                 continue
-            if isinstance(msg, wire.Finished):
+            if isinstance(msg, wire.RequestFinished):
                 return ChildOutcome(
                     returncode=msg.returncode, timed_out=False, seconds=time.monotonic() - start,
                     messages=messages, output=self.output.text(), arrivals=arrivals,

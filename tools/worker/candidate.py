@@ -245,7 +245,7 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
     )
 
 
-class Judge:
+class JudgeLink:
     """The judge's side of the timing loop, over the channel and stdin: each call's input offset, whether
     the loop goes on, and which outputs to keep for the float64 re-check (the answer to a call names the
     previous call's slot, so no call knows before it runs whether it will be checked)."""
@@ -273,7 +273,7 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
     model = make_model(cls, data["init_inputs"], data["state_dict"], device)
     base = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["base"]]
     caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item["cfg"]))
-    judge = Judge(channel, item["name"])
+    judge = JudgeLink(channel, item["name"])
     kept: dict[int, torch.Tensor] = {}
     current: dict[str, Any] = {}
     repeats = Repeats()

@@ -223,7 +223,7 @@ def serve(fd: str) -> int:
         code = run_request(req, channel)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        channel.send(wire.Finished(id=req["id"], returncode=code))
+        channel.send(wire.RequestFinished(id=req["id"], returncode=code))
     return 0
 
 

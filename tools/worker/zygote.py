@@ -301,7 +301,7 @@ class Server:
         replaced: the evaluator has moved to another problem, or asks for other containment)."""
         kind = self._key(self._contained(order))
         if self.prepared and self.prepared_kind == kind:
-            _send(self.sock, wire.Prepared(pid=next(iter(self.prepared))))
+            _send(self.sock, wire.WorkerPrepared(pid=next(iter(self.prepared))))
             return
         for pid, ours in list(self.prepared.items()):
             self.prepared.pop(pid)
@@ -348,7 +348,7 @@ class Server:
                 ok = ours.recv(64) == b"prepared"
                 self.reported.add(pid)
                 if ok:
-                    _send(self.sock, wire.Prepared(pid=pid))
+                    _send(self.sock, wire.WorkerPrepared(pid=pid))
                 else:  # it died preparing; its exit is reported by the reaper
                     self.prepared.pop(pid).close()
                     _send(self.sock, wire.PrepareFailed(pid=pid))

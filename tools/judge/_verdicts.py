@@ -325,16 +325,22 @@ def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None
         )
 
 
-def summary(result: BenchResult, problem: Problem) -> str:
-    failing = [c for c in result.cases if c.status != "passed"]
-    parts = []
+def cases_line(cases: list[CaseResult]) -> str:
+    """How the correctness cases went. A case the candidate never reached (a timeout or crash stopped it
+    first) is counted as not run, never as failed."""
+    failing = [c for c in cases if c.status in ("failed", "error")]
+    skipped = sum(c.status == "skipped" for c in cases)
+    not_run = f", {skipped} not run" if skipped else ""
     if failing:
         first = failing[0]
-        parts.append(
-            f"{len(failing)} of {len(result.cases)} cases failed; first: {first.name}: {first.message}"
-        )
-    else:
-        parts.append(f"all {len(result.cases)} correctness cases passed")
+        return f"{len(failing)} of {len(cases)} cases failed{not_run}; first: {first.name}: {first.message}"
+    if skipped:
+        return f"{skipped} of {len(cases)} cases not run"
+    return f"all {len(cases)} correctness cases passed"
+
+
+def summary(result: BenchResult, problem: Problem) -> str:
+    parts = [cases_line(result.cases)]
     for f in result.flag_details:
         parts.append(f"flag {f.name}: {f.message}")
     prim = result.primary_timing

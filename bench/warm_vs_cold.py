@@ -1,4 +1,4 @@
-"""Tool seconds per evaluation, cold (fresh processes) versus warm workers (tools/warm.py).
+"""Tool seconds per evaluation, cold (fresh processes) versus warm workers (tools/supervise/pool.py).
 
     python bench/warm_vs_cold.py                                   # CPU: scan_tiny, the shipped C++ baseline
     python bench/warm_vs_cold.py --problem problems/selective_scan.yaml \\

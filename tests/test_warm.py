@@ -1,4 +1,4 @@
-"""Warm evaluation workers (tools/warm.py) on the CPU: real zygote, real truth server, real candidates.
+"""Warm evaluation workers (tools/supervise/pool.py) on the CPU: real zygote, real truth server, real candidates.
 
 Candidates are the shipped C++ baseline with only its Python edited, so the C++ is built once per run.
 """

@@ -273,7 +273,7 @@ def timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> No
 # 10x-slow clock would hide inside it.
 PARENT_CLOCK_RATIO = 1.5
 PARENT_CLOCK_SLACK_MS = 25.0
-# Work the CUDA events did not bracket (tools/timing.py, `escaped`): an honest call leaves ~5 us on the H200,
+# Work the CUDA events did not bracket (tools/worker/timing.py, `escaped`): an honest call leaves ~5 us on the H200,
 # loaded host or not (bench/results/h200/); an unjoined side stream leaves its whole kernel time.
 ESCAPED_RATIO = 0.25
 ESCAPED_SLACK_MS = 0.05

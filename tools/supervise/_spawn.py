@@ -149,7 +149,7 @@ class ChildOutcome:
     arrivals: list[tuple[str, float]] = field(default_factory=list)  # (event, seconds since start)
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
     fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
-    timeout_reason: str = ""  # which bound ran out (tools/watchdog.py)
+    timeout_reason: str = ""  # which bound ran out (tools/supervise/watchdog.py)
 
     def first(self, kind: type[M]) -> M | None:
         """The first message of this type, if one came."""
@@ -287,7 +287,7 @@ def run_child(
     `on_message` sees each message as it arrives; a string it returns is written to the child's stdin
     as one line (the parent's decisions, e.g. whether to go on to timing). `isolate` (untrusted code)
     runs it in a PID namespace where the machine allows, and afterwards sweeps any process left carrying
-    the job marker of `env` (see tools/isolation.py).
+    the job marker of `env` (see tools/supervise/isolation.py).
     """
     read_fd, write_fd = os.pipe()
     cmd = [sys.executable, "-m", module, *args, str(write_fd)]

@@ -2,7 +2,7 @@
 
 It gets inputs and weights only; truth and verdicts live in the parent. Every call looks alike: the
 same fresh-storage, poisoned-allocator path serves correctness cases and timed iterations.
-Usage: python -m tools.worker_candidate REQUEST.json CHANNEL_FD
+Usage: python -m tools.worker.candidate REQUEST.json CHANNEL_FD
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Caller:
 
 class Ticker:
     """Tells the parent, at most every TICK_S and outside the timed region, that the timing loop moves on:
-    its watchdog (tools/watchdog.py) bounds the silence between ticks by one call's allowance."""
+    its watchdog (tools/supervise/watchdog.py) bounds the silence between ticks by one call's allowance."""
 
     TICK_S = 0.5
 

@@ -8,13 +8,13 @@ So the zygote asks through NVML (`PYTORCH_NVML_BASED_CUDA_CHECK=1`, set before t
 the runtime's device count out of reach while it imports the harness (where NVML cannot answer, torch
 would fall back to it), and, before it serves, forks a probe that checks the real condition: the child is not in a bad fork and, where
 a GPU is visible, creates a CUDA context. The result travels in its `ready` report; where CUDA cannot
-start in its children, the evaluator runs CUDA candidates cold (tools/warm.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
+start in its children, the evaluator runs CUDA candidates cold (tools/supervise/pool.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
 where the machine allows (it is then PID 1 there and sees nothing of the zygote or the harness), takes
 the candidate's working dir, environment and pipes (sent over the control socket), and runs
-`tools.worker_candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
+`tools.worker.candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
 mode), it enters a network namespace of its own and, once in its PID namespace, drops every capability
 (tools/worker/contain.py); the harness checks both in /proc. Why a zygote and not a reused CUDA worker:
-tools/warm.py. Usage: python -m tools.zygote CONTROL_FD
+tools/supervise/pool.py. Usage: python -m tools.worker.zygote CONTROL_FD
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent.feedback import head_tail
 from agent.providers.base import Message, ModelReply, ToolCall
 from agent.runlog.events import Usage
+from tools.compile_kernel import head_tail
 
 MAX_TOKENS_NOTE = (
     "Your previous reply hit the max_tokens limit and was cut off; any tool call in it was not run. "

@@ -65,7 +65,7 @@ def _language_notes(problem: Problem) -> str:
 
 # The split form (GUIDE §3): the .cu holds only kernels and a plain C launcher, so nvcc never parses the
 # torch headers; the tensor binding lives in cpp_sources and starts with torch/extension.h, which the
-# harness's compiler shim precompiles (tools/ccshim.py); an unchanged binding's object is reused.
+# harness's compiler shim precompiles (tools/worker/ccshim.py); an unchanged binding's object is reused.
 SPLIT_FORM_TEMPLATE = """```python
 CUDA_SRC = r\"\"\"
 #include <cuda_runtime.h>

@@ -13,11 +13,13 @@ from agent.prompt import first_user_message
 from agent.providers import model_spec
 from agent.runlog.events import (
     BestEvent,
+    Event,
     ModelCallEvent,
     RunEndEvent,
     RunInfo,
     TimedKernel,
     ToolCallEvent,
+    TrajectoryEvent,
     TurnEndEvent,
 )
 from agent.runlog.reader import read_events
@@ -34,7 +36,8 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
     if not (run_dir / "run.json").is_file():
         raise CannotResume(f"--resume {run_dir}: not a run folder (no run.json)")
     info = RunInfo.model_validate_json((run_dir / "run.json").read_text())
-    if info.config.parallel > 1 or info.config.executor != "local" or info.config.gpus:
+    events = read_events(run_dir)
+    if info.config.parallel > 1 or info.config.executor != "local" or ran_trajectories(events):
         raise CannotResume(f"--resume {run_dir}: resuming a parallel or Ray run is not supported yet")
     problem = load_problem(problem_arg or info.config.problem_path)
     if problem.content_hash != info.problem_hash:
@@ -42,7 +45,7 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
             f"--resume: {problem.path} changed since the run started "
             f"(hash {problem.content_hash} != {info.problem_hash})"
         )
-    ended = [e for e in read_events(run_dir) if isinstance(e, RunEndEvent)]
+    ended = [e for e in events if isinstance(e, RunEndEvent)]
     if ended and ended[-1].exit_status == "Finished":
         raise CannotResume(f"--resume {run_dir}: the model already ended this run; start a new one")
     if model_arg and model_arg not in (info.model, model_spec(info.provider, info.model)):
@@ -50,6 +53,13 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
             f"--resume: the run used model {info.model!r}; cannot continue it with {model_arg!r}"
         )
     return info, problem
+
+
+def ran_trajectories(events: list[Event]) -> bool:
+    """Whether the run was driven as a parallel run (its events carry trajectories): `--gpus` makes one
+    even with a single trajectory. The GPUs a run used are no sign of it: on a GPU machine a plain run
+    records every visible GPU in its config (agent.cli.run.choose_gpus), and resuming takes them again."""
+    return any(isinstance(e, TrajectoryEvent) or e.trajectory is not None for e in events)
 
 
 def state_from_log(problem: Problem, run_dir: Path) -> tuple[State, Standings]:

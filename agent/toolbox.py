@@ -1,5 +1,7 @@
-"""The tools, one record each: the name and schema offered to the model, how a call runs (through the
-run's executor, to a typed result), the text the model reads back, and the view a person sees.
+"""The tools as the agent uses them, one record each: what the model is told (each tool's `SPEC`, from its
+home in tools/compile_kernel.py or tools/benchmark.py), how a call runs (through the run's executor, to
+a typed result), the text the model reads back (the tool's own `text`), and the view a person sees
+(agent.views.result).
 
 Adding a tool is adding a record to `TOOLS`: the API's tool list and the system prompt's (agent.prompt),
 the loop's dispatch (agent.loop), the scripted playback's check (agent.providers.scripted) and the views
@@ -16,25 +18,19 @@ from pydantic import ValidationError
 from rich.console import RenderableType
 
 from agent.execution.executor import Executor
-from agent.feedback import bench_headline, bench_text, compile_text
 from agent.runlog.events import TimedKernel, ToolCallEvent
 from agent.views.result import bench_view, compile_view
+from tools.benchmark import SPEC as BENCHMARK_SPEC
+from tools.benchmark import headline as bench_headline
+from tools.benchmark import text as bench_text
+from tools.compile_kernel import SPEC as COMPILE_SPEC
+from tools.compile_kernel import text as compile_text
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.toolspec import ToolSpec
 from tools.wire import BuildProgress
 
 R = TypeVar("R", CompileResult, BenchResult)
-
-KERNEL_INPUT: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "kernel_code": {
-            "type": "string",
-            "description": "The complete Python module: imports, the extension source, its build call and ModelNew.",
-        }
-    },
-    "required": ["kernel_code"],
-}
 
 
 @dataclass(frozen=True)
@@ -54,9 +50,7 @@ class ToolJob:
 class Tool(Generic[R]):
     """One tool, whole: what the model is offered, how a call runs, what the model and a person see."""
 
-    name: str
-    description: str  # the API's tool description
-    brief: str  # its line in the system prompt
+    spec: ToolSpec  # name, description, the system prompt's line, input schema
     phase: str  # what the heartbeat says while it runs
     result_type: type[R]
     run: Callable[[ToolJob], R]
@@ -67,8 +61,16 @@ class Tool(Generic[R]):
     offered: bool = True  # offered to the model (the final re-check is logged, never offered)
 
     @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def brief(self) -> str:
+        return self.spec.brief
+
+    @property
     def schema(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "input_schema": KERNEL_INPUT}
+        return self.spec.schema
 
     def parse(self, dump: dict[str, Any]) -> R | None:
         """The typed result of a logged call (None when the log holds none, or an unreadable one)."""
@@ -95,13 +97,7 @@ def more_repetitions(problem: Problem) -> Problem:
 
 
 COMPILE = Tool(
-    name="compile_kernel",
-    description=(
-        "Import your module in a fresh process, which builds its extension(s). Returns compiler errors "
-        "at your module's line numbers, or the built kernels' resources. Cheaper than benchmark when "
-        "you only want to know whether it builds; it checks nothing about correctness."
-    ),
-    brief="does it build? errors at your line numbers.",
+    spec=COMPILE_SPEC,
     phase="compiling",
     result_type=CompileResult,
     run=lambda job: job.executor.compile(
@@ -113,13 +109,7 @@ COMPILE = Tool(
 )
 
 BENCHMARK = Tool(
-    name="benchmark",
-    description=(
-        "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
-        "call), then time the timed shapes against the reference. Returns failing cases with their "
-        "errors, timings with their spread, the speedup, and the best kernel so far."
-    ),
-    brief="correctness on every case, then timings and the speedup.",
+    spec=BENCHMARK_SPEC,
     phase="benchmarking",
     result_type=BenchResult,
     run=lambda job: job.executor.benchmark(
@@ -132,12 +122,14 @@ BENCHMARK = Tool(
 )
 
 FINAL_RECHECK = Tool(
-    name="final_recheck",
     # seed None: the evaluation's data and truth come from a seed drawn in secret and never used before (the
     # truth made ahead while the run went on, or made now), so a kernel fitted to what it saw gains nothing,
     # and the re-check does not wait for truth nobody will use and then make its own (20 s a kernel on the H200).
-    description="A candidate benchmarked again at the end: a fresh seed, twice the repetitions.",
-    brief="",
+    spec=ToolSpec(
+        name="final_recheck",
+        description="A candidate benchmarked again at the end: a fresh seed, twice the repetitions.",
+        brief="",
+    ),
     phase="rechecking",
     result_type=BenchResult,
     run=lambda job: job.executor.benchmark(

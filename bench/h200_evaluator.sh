@@ -14,7 +14,7 @@ SOL=problems/selective_scan/solutions
 VARIANTS=${VARIANTS:-"01_naive_fused 05_tuned 06_3xtf32 alt/05_fast_arith"}
 # Build every variant at once (each compile is its own process), then benchmark one at a time.
 for v in $VARIANTS; do
-  python3 -c "import sys; from tools.problem import load_problem; from tools.judge import compile_kernel
+  python3 -c "import sys; from tools.problem import load_problem; from tools import compile_kernel
 r = compile_kernel(load_problem('problems/selective_scan.yaml'), open('$SOL/$v.py').read())
 print('$v', r.status, round(r.seconds, 1), 'cached' if r.cached else 'cold', r.message[:300])" &
 done

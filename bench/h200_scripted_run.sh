@@ -14,7 +14,7 @@ python3 - <<'PY'
 import concurrent.futures as cf, yaml
 from pathlib import Path
 from tools.problem import load_problem
-from tools.judge import compile_kernel
+from tools import compile_kernel
 problem = load_problem("problems/selective_scan.yaml")
 traj = Path("problems/selective_scan/trajectory.yaml")
 files = [traj.parent / c["kernel_file"] for s in yaml.safe_load(traj.read_text())["steps"] for c in s.get("tool_calls", [])]

@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED=1 KERNEL_AGENT_CACHE=${KERNEL_AGENT_CACHE:-/tmp/kacache}
 python3 - <<'PY'
 import concurrent.futures as cf
 from pathlib import Path
-from tools.judge import compile_kernel
+from tools import compile_kernel
 from tools.problem import load_problem
 problem = load_problem("problems/selective_scan.yaml")
 files = sorted(Path("problems/selective_scan/solutions").glob("*.py"))

@@ -3,7 +3,7 @@
 #   bash bench/h200_warm.sh
 # Installs the project as h200_evaluator.sh does, compiles one shipped selective-scan solution, then
 # measures tool seconds per evaluation of that compiled candidate cold (KERNEL_AGENT_WARM=0: fresh
-# truth and candidate processes, main's path) and warm (tools/warm.py), with the per-phase breakdown,
+# truth and candidate processes, main's path) and warm (tools/supervise/pool.py), with the per-phase breakdown,
 # and runs the GPU tests that touch warm workers (warm is the default, so they go through it).
 # Writes under $OUT: gpu.txt, warm_h200.json (every result with phases), warm_h200.txt (the table),
 # compile.txt, pytest_*.txt. Stays under 8 minutes: the tests get what is left of a 450 s budget.
@@ -29,7 +29,7 @@ cat "$OUT/gpu.txt"
 df -h /dev/shm | tail -1 | tee -a "$OUT/gpu.txt"
 python3 - "$PROBLEM" "$KERNEL" <<'PY' 2>&1 | tee "$OUT/compile.txt"
 import sys
-from tools.judge import compile_kernel
+from tools import compile_kernel
 from tools.problem import load_problem
 r = compile_kernel(load_problem(sys.argv[1]), open(sys.argv[2]).read())
 print(sys.argv[2], r.status, round(r.seconds, 1), "cached" if r.cached else "cold", r.message[:300])

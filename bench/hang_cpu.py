@@ -11,7 +11,7 @@ import json
 import time
 from pathlib import Path
 
-from tools.judge import benchmark, compile_kernel
+from tools import benchmark, compile_kernel
 from tools.problem import load_problem
 
 SPIN = "  volatile int spin = 1;\n  while (spin) {}\n  auto y = torch::empty_like(x);"

@@ -25,8 +25,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tools import benchmark, compile_kernel  # noqa: E402
 from tools.envinfo import collect_env  # noqa: E402
-from tools.judge import benchmark, compile_kernel  # noqa: E402
 from tools.problem import load_problem  # noqa: E402
 from tools.results import BenchResult  # noqa: E402
 

@@ -103,7 +103,7 @@ def shim_records(build_dir: Path) -> list[dict[str, Any]]:
 
 
 def compile_once(label: str, source: str, cache: Path) -> dict[str, Any]:
-    from tools.judge import compile_kernel
+    from tools import compile_kernel
     from tools.problem import load_problem
 
     start = time.perf_counter()

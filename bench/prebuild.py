@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from tools import compile_kernel
 from tools.envinfo import hardware_summary
-from tools.judge import compile_kernel
 from tools.problem import load_problem
 
 

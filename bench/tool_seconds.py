@@ -27,8 +27,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from tools import benchmark, compile_kernel
 from tools.envinfo import collect_env
-from tools.judge import benchmark, compile_kernel
 from tools.problem import load_problem
 
 

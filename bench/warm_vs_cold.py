@@ -1,4 +1,4 @@
-"""Tool seconds per evaluation, cold (fresh processes) versus warm workers (tools/warm.py).
+"""Tool seconds per evaluation, cold (fresh processes) versus warm workers (tools/supervise/pool.py).
 
     python bench/warm_vs_cold.py                                   # CPU: scan_tiny, the shipped C++ baseline
     python bench/warm_vs_cold.py --problem problems/selective_scan.yaml \\
@@ -26,7 +26,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tools.judge import benchmark, compile_kernel  # noqa: E402
+from tools import benchmark, compile_kernel  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
 from tools.results import BenchResult  # noqa: E402
 from tools.supervise import WarmPool  # noqa: E402

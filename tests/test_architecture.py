@@ -1,8 +1,9 @@
 """The layering docs/architecture.md describes, checked on the source: what runs beside a candidate
 (tools.worker) imports nothing from the judge or from supervision; shared data modules import no zone;
-tools imports nothing from agent, agent nothing from bench; no import cycles between the zones; inside
-agent/, the rooms keep their floors (the run log below the views, the views below the report, the CLI
-on top), and no agent module imports itself round a cycle."""
+tools imports nothing from agent, agent nothing from bench; nothing outside tools/ reaches its internals;
+no import cycles between the zones; inside agent/, the rooms keep their floors (the run log below the
+views, the views below the report, the CLI on top), and no agent module imports itself round a cycle;
+no module of agent/ or tools/ over 450 lines, and no class name defined in two of them."""
 
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
     assert offenders("tools/worker", ("tools.judge", "tools.supervise", "agent", "bench")) == []
 
 
-@pytest.mark.parametrize("module", ["tools/problem.py", "tools/results.py", "tools/wire.py"])
+@pytest.mark.parametrize(
+    "module", ["tools/problem.py", "tools/results.py", "tools/wire.py", "tools/toolspec.py"]
+)
 def test_shared_data_modules_belong_to_no_zone(module: str) -> None:
     mods = imported_modules(REPO / module)
     zones = ("tools.judge", "tools.supervise", "tools.worker", "tools.cache", "agent")
@@ -60,6 +63,106 @@ def test_the_cache_and_supervision_never_reach_up_to_the_judge() -> None:
 def test_floors_are_layered_bench_over_agent_over_tools() -> None:
     assert offenders("tools", ("agent", "bench")) == []
     assert offenders("agent", ("bench",)) == []
+
+
+def is_module(dotted: str) -> bool:
+    """Whether `dotted` names a module or package of this repository (not a name defined in one)."""
+    path = REPO.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def internal(mod: str) -> bool:
+    """What only tools/ may import: a private module anywhere under tools (`tools.judge._plan`,
+    `tools.supervise._spawn`); anything of `tools.worker` (code for the workers' processes: its package
+    re-exports nothing); a submodule of `tools.supervise` (its `__init__` re-exports what is public). The
+    rest is public: `tools` itself (the two tools), `tools.compile_kernel`, `tools.benchmark`, the shared
+    data modules, `tools.envinfo`, the packages' re-exports (`from tools.judge import check_source`, `from
+    tools.supervise import WarmPool`) and `tools.cache`."""
+    parts = mod.split(".")
+    if parts[0] != "tools" or not is_module(mod) and not is_module(mod.rpartition(".")[0]):
+        return False
+    module = mod if is_module(mod) else mod.rpartition(".")[0]  # `from pkg import name`: pkg
+    names = module.split(".")
+    private = any(p.startswith("_") and not p.startswith("__") for p in names)
+    return (
+        private or names[:2] == ["tools", "worker"] or names[:2] == ["tools", "supervise"] and len(names) > 2
+    )
+
+
+def test_nothing_outside_tools_imports_its_internals() -> None:
+    """agent/, bench/ and problems/ reach tools/ through its public names (`internal` says which). Tests
+    may import internals: they test them where they live. Not checked: source handed to a fresh
+    interpreter as a string (bench/latency.py's probe imports the builder as a worker would)."""
+    found = [
+        f"{path} imports {mod}"
+        for folder in ("agent", "bench", "problems")
+        for path, mods in imports_of(folder).items()
+        for mod in sorted(mods)
+        if internal(mod)
+    ]
+    assert found == []
+
+
+INTERNAL = [
+    "tools.judge._plan",
+    "tools.judge._plan.Prepared",
+    "tools.supervise.jobs",
+    "tools.supervise._spawn",
+]
+INTERNAL += [
+    "tools.supervise.jobs.run_candidate",
+    "tools.worker",
+    "tools.worker.build",
+    "tools.worker.build.x",
+]
+PUBLIC = ["tools", "tools.benchmark", "tools.compile_kernel", "tools.supervise", "tools.supervise.WarmPool"]
+PUBLIC += ["tools.judge", "tools.judge.check_source", "tools.cache.builds", "tools.results", "agent.loop"]
+
+
+@pytest.mark.parametrize(("mod", "expected"), [(m, True) for m in INTERNAL] + [(m, False) for m in PUBLIC])
+def test_internals_are_told_from_public_names(mod: str, expected: bool) -> None:
+    assert internal(mod) is expected
+
+
+def test_the_two_tools_are_imported_by_their_names() -> None:
+    """`tools.benchmark` the attribute is the function (tools/__init__.py), so `import tools.benchmark`
+    would bind a function where the reader, and mypy, expect the module: take names from it instead."""
+    plain = [
+        f"{path} imports {alias.name}"
+        for folder in ("agent", "tools", "bench", "tests")
+        for path in sorted((REPO / folder).rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import)
+        for alias in node.names
+        if alias.name in ("tools.benchmark", "tools.compile_kernel")
+    ]
+    assert plain == []
+
+
+MAX_LINES = 450
+
+
+def harness_modules() -> list[Path]:
+    return sorted([*(REPO / "agent").rglob("*.py"), *(REPO / "tools").rglob("*.py")])
+
+
+def test_no_module_of_the_harness_is_over_450_lines() -> None:
+    long = [
+        f"{p.relative_to(REPO)}: {n}"
+        for p in harness_modules()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    ]
+    assert long == []
+
+
+def test_no_class_name_is_defined_in_two_modules() -> None:
+    """A name says which class: `Finished` the run's exit, not also a wire message."""
+    where: dict[str, list[str]] = {}
+    for path in harness_modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in where.items() if len(paths) > 1} == {}
 
 
 def test_the_worker_package_root_imports_nothing() -> None:

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from tools import compile_kernel
 from tools.cache import build_cache_dir
 from tools.cache import builds as cache
-from tools.judge import compile_kernel
 from tools.problem import Problem, load_problem
 from tools.results import BuildInfo, CompileResult, CompileStep
 from tools.worker import ccshim

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.judge import benchmark, compile_kernel
+from tools import benchmark, compile_kernel
 from tools.problem import load_problem
 from tools.supervise.pool import pool_for
 

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools import wire
-from tools.judge import _verdicts, benchmark, clock_disagreement
+from tools import benchmark, wire
+from tools.judge import _verdicts, clock_disagreement
 from tools.problem import Limits, Problem
 from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
@@ -215,7 +215,7 @@ def test_a_worker_still_being_made_takes_the_order_that_arrives_for_it(tiny: Pro
 
 
 def test_compiles_never_take_the_worker_made_for_the_next_evaluation(tiny: Problem, warm: WarmPool) -> None:
-    from tools.judge import compile_kernel
+    from tools import compile_kernel
 
     assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"
     warm.wait_prefetch(tiny.data_hash)

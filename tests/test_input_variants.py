@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.candidates.elementwise import candidate
-from tools.judge import benchmark
+from tools import benchmark
 from tools.problem import load_problem
 from tools.supervise import WarmPool
 

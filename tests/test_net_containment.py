@@ -24,7 +24,8 @@ import pytest
 from agent.views.result import compile_view, measured_line
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN
-from tools.judge import benchmark, check_source, compile_kernel
+from tools import benchmark, compile_kernel
+from tools.judge import check_source
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation

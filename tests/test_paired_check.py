@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tests.candidates import scan_variants as v
+from tools import benchmark
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
-from tools.judge import benchmark
 from tools.judge._paired import agrees
 from tools.problem import Problem
 from tools.results import TimingStats

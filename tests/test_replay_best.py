@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.judge import benchmark, compile_kernel
+from tools import benchmark, compile_kernel
 from tools.problem import Problem, load_problem
 
 REPO = Path(__file__).resolve().parent.parent

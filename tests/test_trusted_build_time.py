@@ -4,7 +4,7 @@ clock its own code can replace, so what that process reports is bounded by what 
 from __future__ import annotations
 
 from tests.candidates import scan_variants as v
-from tools.judge import compile_kernel
+from tools import compile_kernel
 from tools.problem import Problem
 
 # At import, before load_inline runs: every later perf_counter reads 1000 s further back than the last.

@@ -1,4 +1,4 @@
-"""Warm evaluation workers (tools/warm.py) on the CPU: real zygote, real truth server, real candidates.
+"""Warm evaluation workers (tools/supervise/pool.py) on the CPU: real zygote, real truth server, real candidates.
 
 Candidates are the shipped C++ baseline with only its Python edited, so the C++ is built once per run.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools.judge import benchmark, compile_kernel
+from tools import benchmark, compile_kernel
 from tools.problem import Problem
 from tools.results import BenchResult
 from tools.supervise import WarmPool
@@ -77,7 +77,7 @@ def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, 
 def test_a_run_that_starts_has_its_first_evaluation_made_ahead(tiny: Problem, warm: WarmPool) -> None:
     """agent run calls prepare_ahead as it starts (executor.warm_up): its first benchmark then finds its
     truth made while the model wrote the kernel, as every later one does."""
-    from tools.judge import prepare_ahead
+    from tools.benchmark import prepare_ahead
 
     timed = benchmark(tiny, v.baseline(), pool=warm, prefetch_next=False)  # the reference timed on this host
     assert timed.status == "ok", timed.message
@@ -183,7 +183,7 @@ def test_prepared_data_is_off_limits_to_other_candidates(tiny: Problem) -> None:
 SCRIPT = """
 import json, os, signal, sys
 from tests.candidates import scan_variants as v
-from tools.judge import benchmark
+from tools import benchmark
 from tools.problem import load_problem
 from tools.supervise import pool_for
 p = load_problem(sys.argv[1])

@@ -136,7 +136,7 @@ class Limits(Strict):
     eval_timeout_s: float = Field(600.0, gt=0, description="cap on one evaluation after the import")
     compile_memory_gb: float = Field(16.0, gt=0)
     # One call of the candidate (a case, or one timed call) that takes longer than
-    # max(call_timeout_min_s, call_timeout_factor x the reference's time for it) is a timeout (tools/watchdog.py).
+    # max(call_timeout_min_s, call_timeout_factor x the reference's time for it) is a timeout (tools/supervise/watchdog.py).
     call_timeout_factor: float = Field(50.0, gt=0)
     call_timeout_min_s: float = Field(5.0, gt=0)
 

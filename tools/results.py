@@ -52,7 +52,7 @@ class KernelResources(Model):
 
 
 class CompileStep(Model):
-    """One compiler run of a build, as the harness's compiler shim recorded it (tools/ccshim.py)."""
+    """One compiler run of a build, as the harness's compiler shim recorded it (tools/worker/ccshim.py)."""
 
     output: str  # the object file (main.o, cuda.cuda.o) or the library
     kind: str  # cxx, nvcc or link
@@ -213,7 +213,8 @@ class BenchResult(Model):
     env: EnvInfo = Field(default_factory=EnvInfo)
     seconds: float = 0.0
     phases: dict[str, float] = Field(
-        default_factory=dict, description="seconds per phase of this evaluation (names: tools/phases.py)"
+        default_factory=dict,
+        description="seconds per phase of this evaluation (names: tools/judge/_phases.py)",
     )
     workers: Literal["cold", "warm"] = Field("cold", description="fresh processes, or warm workers")
     output: str = ""

@@ -216,7 +216,7 @@ class TruthError(_Message):
     traceback: str = ""
 
 
-class Finished(_Message):
+class RequestFinished(_Message):
     """The warm truth server finished one request."""
 
     event: Literal["finished"] = "finished"
@@ -247,7 +247,7 @@ WorkerMessage = Annotated[
     | CaseReady
     | TimingReady
     | TruthError
-    | Finished,
+    | RequestFinished,
     Field(discriminator="event"),
 ]
 _WORKER_MESSAGE: TypeAdapter[WorkerMessage] = TypeAdapter(WorkerMessage)
@@ -305,7 +305,7 @@ class Preparing(_Message):
     pid: int
 
 
-class Prepared(_Message):
+class WorkerPrepared(_Message):
     event: Literal["prepared"] = "prepared"
     pid: int
 
@@ -316,7 +316,7 @@ class PrepareFailed(_Message):
 
 
 ZygoteReport = Annotated[
-    ZygoteReady | Spawned | Exited | Preparing | Prepared | PrepareFailed, Field(discriminator="event")
+    ZygoteReady | Spawned | Exited | Preparing | WorkerPrepared | PrepareFailed, Field(discriminator="event")
 ]
 _ZYGOTE_REPORT: TypeAdapter[ZygoteReport] = TypeAdapter(ZygoteReport)
 

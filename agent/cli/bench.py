@@ -74,7 +74,7 @@ def not_a_kernel(source: str) -> str | None:
 def run_bench(args: argparse.Namespace) -> int:
     from agent.cli.console import make_console
     from agent.views.result import bench_page
-    from tools.judge import benchmark
+    from tools import benchmark
     from tools.results import BenchResult
 
     problem = _load(args.problem)

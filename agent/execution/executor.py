@@ -2,8 +2,8 @@
 
 Two layers, the one evaluation port of every run (single, parallel, Ray):
 - an `Evaluator` does one compile or one evaluation: `compile(problem, code)` and
-  `evaluate(problem, code, gpu)`. `LocalEvaluator` calls the harness's public API (tools.judge's
-  compile_kernel and benchmark), whose child processes do the isolation.
+  `evaluate(problem, code, gpu)`. `LocalEvaluator` calls the two tools (tools/compile_kernel.py,
+  tools/benchmark.py), whose child processes do the isolation.
 - an `Executor` decides when and where: `LeasedExecutor` (this machine: a compile slot, then a timing
   lease, see agent.execution.leases) or `agent.execution.ray_executor.RayExecutor` (a Ray cluster's resources do the leasing).
   Each reports its leases to `on_event`; the run log records them.
@@ -45,17 +45,17 @@ class LocalEvaluator:
     """The harness's own entry points, in this process (each spawns its isolated child processes)."""
 
     def compile(self, problem: Problem, code: str, on_progress: BuildProgress | None = None) -> CompileResult:
-        from tools.judge import compile_kernel
+        from tools import compile_kernel
 
         return compile_kernel(problem, code, on_progress=on_progress)
 
     def evaluate(self, problem: Problem, code: str, gpu: int | None, seed: int | None = None) -> BenchResult:
-        from tools.judge import benchmark
+        from tools import benchmark
 
         return benchmark(problem, code, seed, gpu=gpu)
 
     def prepare_ahead(self, problem: Problem, gpu: int | None) -> None:
-        from tools.judge import prepare_ahead
+        from tools.benchmark import prepare_ahead
 
         prepare_ahead(problem, gpu=gpu)
 

@@ -15,7 +15,8 @@ import pytest
 
 from tests.adversarial import candidates as c
 from tests.candidates import scan_variants as v
-from tools.judge import benchmark, check_source
+from tools import benchmark
+from tools.judge import check_source
 from tools.problem import Problem, load_problem
 from tools.supervise import isolation
 from tools.supervise.integrity import Snapshot

@@ -1,19 +1,18 @@
 """The judge: trusted code in the harness's own process. It plans an evaluation (seeds, cases, shapes),
 has the truth made and the candidate run (through `tools.supervise`), compares every output with the
-float64 truth, applies every guard and decides the verdict. A candidate never reaches this code.
+float64 truth, applies every guard and decides the verdict. A candidate never reaches this code. The
+two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.py and tools/benchmark.py.
 
-- `_evaluate`: `benchmark`, the evaluation of one candidate, and its verdict; `prepare_ahead`, a run's first
-  evaluation made ready as the run starts;
+- `_evaluate`: one candidate's evaluation once its plan is made, and its verdict;
 - `_plan`: the plan of one evaluation, and truth made ahead of time;
 - `_verdicts`: what is decided while the candidate runs: cases, flags, clocks, library usage;
-- `_compile`: `compile_kernel`, and what an import phase came to;
+- `_compile`: what an import phase came to;
 - `_check`: `check_problem` (a spec's reference runs);
-- `_compare`, `_static_checks`, `_phases`: output comparison, source checks, the seconds per phase.
+- `_compare`, `_static_checks`, `_phases`, `_calls`: output comparison, source checks, the seconds per
+  phase, the timed calls' schedule.
 """
 
 from tools.judge._check import check_problem
-from tools.judge._compile import compile_kernel
-from tools.judge._evaluate import benchmark, prepare_ahead
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 
@@ -21,10 +20,7 @@ __all__ = [
     "PARENT_CLOCK_RATIO",
     "PARENT_CLOCK_SLACK_MS",
     "RULES",
-    "benchmark",
     "check_problem",
     "check_source",
     "clock_disagreement",
-    "compile_kernel",
-    "prepare_ahead",
 ]

@@ -1,63 +1,13 @@
-"""`compile_kernel(problem, kernel_code)`: import the candidate in an isolated child, building its extensions."""
+"""What an import phase (the worker importing the candidate, which runs every load_inline build) came to,
+as a `CompileResult`: for `compile_kernel` (tools/compile_kernel.py) and for a benchmark's own compile."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from tools import wire
-from tools.judge._static_checks import check_source
-from tools.problem import Problem
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
-from tools.supervise import (
-    ChildOutcome,
-    Job,
-    WarmPool,
-    describe_exit,
-    kernel_hash,
-    pool_for,
-    run_candidate,
-    visible_gpu,
-)
-
-
-def compile_kernel(
-    problem: Problem,
-    kernel_code: str,
-    *,
-    gpu: int | None = None,
-    pool: WarmPool | None = None,
-    on_progress: wire.BuildProgress | None = None,
-) -> CompileResult:
-    """`gpu`: the only GPU its child processes see (default: those visible to this process).
-    `pool`: warm workers to fork the worker from (default: that device's, unless KERNEL_AGENT_WARM=0);
-    a build cache hit then costs a fork and an import, not a new interpreter.
-    `on_progress`: each `wire.Building` the worker sends while a fresh build runs (what it compiles now),
-    for a live display; the candidate's process sends it, so nothing is decided on it."""
-    code_hash = kernel_hash(kernel_code)
-    _, syntax_error = check_source(kernel_code)
-    if syntax_error:
-        return CompileResult(
-            status="import_error", message=f"SyntaxError: {syntax_error}", kernel_hash=code_hash
-        )
-    ev = pool if pool is not None else pool_for(gpu)
-    request = {"mode": "compile", "cases": [], "timing": []}
-
-    def progress(msg: wire.WorkerMessage) -> None:
-        if on_progress is not None and isinstance(msg, wire.Building):
-            on_progress(msg)
-
-    with Job.create(kernel_code, ev.jobs_dir if ev else None) as job:
-        if ev is None:
-            with visible_gpu(gpu):
-                outcome = run_candidate(job, problem, request, on_message=progress)
-        else:
-            outcome = run_candidate(
-                job, problem, request, progress, launcher=ev.launch_candidate, secret_dirs=[ev.staging]
-            )
-    result = compile_result(outcome, code_hash)
-    if ev is not None and (result.status in ("timeout", "crashed") or outcome.swept or outcome.bad_messages):
-        ev.replace_zygote()
-    return result
+from tools.supervise import ChildOutcome, describe_exit
 
 
 def import_seconds(outcome: ChildOutcome, done: wire.Imported | wire.ImportFailed) -> float:

@@ -1,4 +1,6 @@
-"""`benchmark(problem, kernel_code, seed=None)`: correctness on every case, then timing at every shape.
+"""One candidate's evaluation once its plan and truth are made (tools/judge/_plan.py): the candidate
+worker's run, the verdict, and a re-measurement where the clocks disagreed. `benchmark`
+(tools/benchmark.py) calls `evaluate`.
 
 Three processes: the truth worker (reference weights, inputs, float64 truth, reference timing), the
 candidate worker (inputs and weights only), and this parent, which compares, decides and keeps statistics.
@@ -6,19 +8,17 @@ candidate worker (inputs and weights only), and this parent, which compares, dec
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from tools import wire
 from tools.cache.reference_times import ReferenceTimes
-from tools.envinfo import collect_env
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
 from tools.judge._paired import check_cached_reference
-from tools.judge._plan import Prepared, obtain, prefetch, reference_cached, worker_kind
-from tools.judge._static_checks import RULES, check_source
+from tools.judge._plan import Prepared
+from tools.judge._static_checks import RULES
 from tools.judge._verdicts import (
     Verdicts,
     case_results,
@@ -38,102 +38,12 @@ from tools.supervise import (
     Job,
     WarmPool,
     describe_exit,
-    kernel_hash,
-    pool_for,
     run_candidate,
     text_hash,
-    visible_gpu,
 )
 
 
-def benchmark(
-    problem: Problem,
-    kernel_code: str,
-    seed: int | None = None,
-    *,
-    refresh_reference: bool = False,
-    gpu: int | None = None,
-    pool: WarmPool | None = None,
-    prefetch_next: bool = True,
-) -> BenchResult:
-    """Evaluate one candidate. `refresh_reference` re-times the reference instead of using the cached time
-    (a final re-check does this: on a busy host the cached figure may come from other conditions).
-    `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process).
-    `pool`: the warm workers to use (tools.supervise.pool); default: that device's, unless
-    KERNEL_AGENT_WARM=0 asks for the cold path (fresh processes for everything).
-    `prefetch_next=False`: no next evaluation is prepared afterwards (a one-shot `agent bench` has none, and
-    its exit waited for that work)."""
-    start = time.monotonic()
-    ev = pool if pool is not None else pool_for(gpu)
-    env = collect_env(problem)
-    base: dict[str, Any] = {
-        "problem": problem.name,
-        "problem_hash": problem.content_hash,
-        "kernel_hash": kernel_hash(kernel_code),
-        "env": env,
-        "workers": "warm" if ev is not None else "cold",
-    }
-    flags, syntax_error = check_source(kernel_code)
-    if syntax_error:
-        return BenchResult(
-            status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}",
-            seed=seed, **base,
-        )  # fmt: skip
-    clock: dict[str, float] = {"setup": time.monotonic() - start}
-    if ev is not None and (cores_to_spare() or not refresh_reference and reference_cached(problem, env)):
-        # A zygote not yet running starts now, beside the truth worker, unless that worker times the
-        # reference on a few cores: a torch import beside it would slow the reference and inflate speedups.
-        ev.zygote()
-        ev.prepare_worker(worker_kind(problem))
-    waiting = time.monotonic()
-    # Taken before the device lock: a prefetch still running holds that lock until it is done.
-    ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
-    with ev.device if ev is not None else visible_gpu(gpu):
-        clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
-        prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
-        prepared.job.write_kernel(kernel_code)
-        try:
-            result, suspicious = _evaluate(problem, kernel_code, prepared, flags, base, ev, clock)
-        finally:
-            prepared.discard()
-    result.notices += _integrity_notices(problem)
-    if ev is not None:
-        if suspicious:
-            ev.replace_zygote()
-        if prefetch_next:
-            prefetch(problem, env, ev)
-    result.seconds = time.monotonic() - start
-    result.phases = phases.finish(clock, result.seconds)
-    return result
-
-
-SPARE_CORES = 8  # from this many, a worker starting beside the reference's timing has a core of its own
-
-
-def cores_to_spare() -> bool:
-    """Whether the candidate's worker may start while the reference is timed (the first evaluation on a
-    host: 4.8 s of worker start after 20 s of truth and reference on the H200, 2026-12-01)."""
-    try:
-        return len(os.sched_getaffinity(0)) >= SPARE_CORES
-    except AttributeError:  # not Linux
-        return (os.cpu_count() or 1) >= SPARE_CORES
-
-
-def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:
-    """Start making `problem`'s next evaluation in the background, as every evaluation does for the one
-    after it: its worker and, where the reference is already timed on this host, its data and truth. A run
-    calls this as it starts, so that its first benchmark finds them made while the model wrote the kernel
-    (H200 gate, 2026-12-01: a run's first benchmark waited 5.7 s for its compile's zygote, then 12.7 s for
-    its truth). `gpu`, `pool`: as for `benchmark`. False where warm workers are off: nothing is made ahead
-    there."""
-    ev = pool if pool is not None else pool_for(gpu)
-    if ev is None:
-        return False
-    prefetch(problem, collect_env(problem), ev)
-    return True
-
-
-def _evaluate(
+def evaluate(
     problem: Problem,
     kernel_code: str,
     prepared: Prepared,
@@ -338,7 +248,7 @@ def _with_containment(env: EnvInfo, containment: list[str]) -> EnvInfo:
     return env.model_copy(update={"containment": list(dict.fromkeys(containment))})
 
 
-def _integrity_notices(problem: Problem) -> list[str]:
+def integrity_notices(problem: Problem) -> list[str]:
     """Harness or reference files that differ on disk from what this process read at load time."""
     changed = HARNESS.changed({problem.reference_path: text_hash(problem.reference_source)})
     if not changed:

@@ -134,7 +134,7 @@ class Plan:
     def call_bounds(
         self, problem: Problem, refs: ReferenceTimes, fresh: dict[str, TimingStats | None]
     ) -> dict[tuple[str, str], float]:
-        """Per case and shape, how long one call of the candidate may take (tools/watchdog.py): scaled from
+        """Per case and shape, how long one call of the candidate may take (tools/supervise/watchdog.py): scaled from
         the reference's median where it is known (`fresh`: timed in this evaluation), else from its one
         call while the truth was made."""
         limits = problem.spec.limits

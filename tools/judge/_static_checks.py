@@ -1,7 +1,7 @@
 """Rules read from the candidate's source before it runs. Each flag has a name and a line the author can act on.
 
 These are the first line of defence; runtime guards back them (the reference never enters the candidate's
-process, outputs are poisoned, inputs are compared, timers are checked, tools.guard audits opens,
+process, outputs are poisoned, inputs are compared, timers are checked, tools.worker.guard audits opens,
 subprocesses, sockets and signals). Names are resolved through aliases (`import inspect as i`,
 `from sys import _getframe as g`), `getattr(mod, "name")` and `sys.modules["name"]`; dynamic code
 (`exec`, `eval`, `__import__`, `importlib`) is its own flag, since it would hide everything else.
@@ -59,7 +59,7 @@ RULES = {
         "this problem is fp32: do not enable TF32 (allow_tf32 / set_float32_matmul_precision); the harness resets "
         "these flags before every call anyway",
     ),
-    # Raised at run time (tools.guard, tools.integrity), named here so every flag has one explanation.
+    # Raised at run time (tools.worker.guard, tools.supervise.integrity), named here so every flag has one explanation.
     "forbidden_file_access": Rule(
         "forbidden_file_access",
         "file access outside the sandbox: write only in the working dir, never read the harness's private files",

@@ -284,7 +284,7 @@ def timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> No
 # 10x-slow clock would hide inside it.
 PARENT_CLOCK_RATIO = 1.5
 PARENT_CLOCK_SLACK_MS = 25.0
-# Work the CUDA events did not bracket (tools/timing.py, `escaped`): an honest call leaves ~5 us on the H200,
+# Work the CUDA events did not bracket (tools/worker/timing.py, `escaped`): an honest call leaves ~5 us on the H200,
 # loaded host or not (bench/results/h200/); an unjoined side stream leaves its whole kernel time.
 ESCAPED_RATIO = 0.25
 ESCAPED_SLACK_MS = 0.05
@@ -336,16 +336,27 @@ def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None
         )
 
 
-def summary(result: BenchResult, problem: Problem) -> str:
-    failing = [c for c in result.cases if c.status != "passed" and not c.message.startswith(NOT_APPLICABLE)]
-    parts = []
+def cases_line(cases: list[CaseResult]) -> str:
+    """How the correctness cases went. A case the candidate never reached (a timeout or crash stopped it
+    first) is counted as not run, never as failed; an input variant the reference is not finite on is not
+    applicable and counted apart."""
+    moot = [c for c in cases if c.message.startswith(NOT_APPLICABLE)]
+    cases = [c for c in cases if c not in moot]
+    failing = [c for c in cases if c.status in ("failed", "error")]
+    skipped = sum(c.status == "skipped" for c in cases)
+    not_run = f", {skipped} not run" if skipped else ""
+    if moot:
+        not_run += f" ({len(moot)} not applicable)"
     if failing:
         first = failing[0]
-        parts.append(
-            f"{len(failing)} of {len(result.cases)} cases failed; first: {first.name}: {first.message}"
-        )
-    else:
-        parts.append(f"all {len(result.cases)} correctness cases passed")
+        return f"{len(failing)} of {len(cases)} cases failed{not_run}; first: {first.name}: {first.message}"
+    if skipped:
+        return f"{skipped} of {len(cases)} cases not run{not_run[len(f', {skipped} not run') :]}"
+    return f"all {len(cases)} correctness cases passed{f' ({len(moot)} not applicable)' if moot else ''}"
+
+
+def summary(result: BenchResult, problem: Problem) -> str:
+    parts = [cases_line(result.cases)]
     for f in result.flag_details:
         parts.append(f"flag {f.name}: {f.message}")
     prim = result.primary_timing

@@ -2,6 +2,9 @@
 namespace with an allowlisted environment (`_spawn`, `isolation`), deadlines bounded by the work
 (`watchdog`), job folders and the candidate worker's launch (`jobs`), the harness snapshot workers run
 from (`integrity`), and the warm pool: a zygote, truth servers and workers made ahead of need (`pool`).
+`listen` hears each worker's start, messages and end as they happen (an evaluation's timeline).
+
+Public: what this file re-exports; its submodules are internals of `tools/` (tests/test_architecture.py).
 """
 
 from tools.supervise._spawn import (
@@ -11,6 +14,7 @@ from tools.supervise._spawn import (
     child_env,
     cuda_visible_devices,
     kill_all_children,
+    listen,
     run_child,
     visible_gpu,
 )
@@ -34,6 +38,7 @@ __all__ = [
     "describe_exit",
     "kernel_hash",
     "kill_all_children",
+    "listen",
     "pool_for",
     "run_candidate",
     "run_child",

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
@@ -149,7 +149,7 @@ class ChildOutcome:
     arrivals: list[tuple[str, float]] = field(default_factory=list)  # (event, seconds since start)
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
     fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
-    timeout_reason: str = ""  # which bound ran out (tools/watchdog.py)
+    timeout_reason: str = ""  # which bound ran out (tools/supervise/watchdog.py)
 
     def first(self, kind: type[M]) -> M | None:
         """The first message of this type, if one came."""
@@ -237,6 +237,27 @@ class Deadline:
 
 MessageHandler = Callable[[WorkerMessage], str | None]
 
+Listener = Callable[[str, str, str | None], None]  # (which worker, event, the case or shape it names)
+_listeners: list[Listener] = []
+
+
+@contextlib.contextmanager
+def listen(listener: Listener) -> Iterator[None]:
+    """While the block runs, `listener` hears each worker's start (`spawn`), every message it sends, as
+    it arrives, and its end (`exit`): an evaluation's timeline as the parent sees it (bench/eval_phases.py).
+    It decides nothing; an exception it raises is dropped."""
+    _listeners.append(listener)
+    try:
+        yield
+    finally:
+        _listeners.remove(listener)
+
+
+def tell(who: str, event: str, name: str | None = None) -> None:
+    for listener in list(_listeners):
+        with contextlib.suppress(Exception):  # an observer's fault is never the evaluation's
+            listener(who, event, name)
+
 
 class ChildProcess(Protocol):
     """What supervision needs of a child: `subprocess.Popen`, or a worker forked by a warm zygote."""
@@ -266,7 +287,7 @@ def run_child(
     `on_message` sees each message as it arrives; a string it returns is written to the child's stdin
     as one line (the parent's decisions, e.g. whether to go on to timing). `isolate` (untrusted code)
     runs it in a PID namespace where the machine allows, and afterwards sweeps any process left carrying
-    the job marker of `env` (see tools/isolation.py).
+    the job marker of `env` (see tools/supervise/isolation.py).
     """
     read_fd, write_fd = os.pipe()
     cmd = [sys.executable, "-m", module, *args, str(write_fd)]
@@ -297,6 +318,7 @@ def run_child(
         how=how,
         sweep=lambda: _sweep(marker),
         inspect=inspect,
+        who=module.rpartition(".")[2],
     )
 
 
@@ -314,13 +336,16 @@ def supervise(
     how: str,
     sweep: Callable[[], list[int]],
     inspect: Callable[[], list[str]] | None = None,
+    who: str = "candidate",
 ) -> ChildOutcome:
     """Read the child's channel and output until it exits or the deadline passes; then kill its group
     and `sweep` whatever it left. The outcome records when each message arrived (the phase breakdown).
     `inspect` says what contains the child (isolation.observe); it runs when the child first reports
-    `ready`: its containment is complete then, and without capabilities nothing it runs later can undo it."""
+    `ready`: its containment is complete then, and without capabilities nothing it runs later can undo it.
+    `who` names the worker to `listen`ers."""
     with _live_lock:
         _live_groups.add(proc.pid)
+    tell(who, "spawn")
 
     def reply(msg: WorkerMessage) -> None:
         answer = on_message(msg) if on_message is not None else None
@@ -339,6 +364,7 @@ def supervise(
 
     def on_raw(msg: WorkerMessage) -> None:
         arrivals.append((msg.event, time.monotonic() - start))
+        tell(who, msg.event, getattr(msg, "name", None))
         if inspect is not None and msg.event == "ready" and not containment:
             containment.extend(inspect())
         reply(msg)
@@ -367,6 +393,7 @@ def supervise(
     swept = sweep()
     for t in readers:
         t.join(timeout=5)
+    tell(who, "exit")
     if inspect is not None and not containment:
         containment.append(
             f"{isolation.UNCONTAINED}: unverified (the worker exited before it reported ready)"

@@ -104,8 +104,8 @@ class Zygote:
                     self.prepared_pid = None
             case wire.Preparing():
                 self.prepared_pid = msg.pid
-            case wire.Prepared() | wire.PrepareFailed():
-                self.prepared_pid = msg.pid if isinstance(msg, wire.Prepared) else None
+            case wire.WorkerPrepared() | wire.PrepareFailed():
+                self.prepared_pid = msg.pid if isinstance(msg, wire.WorkerPrepared) else None
                 self.prepared.set()
             case wire.Exited():
                 self.exits[msg.pid] = msg.returncode

@@ -4,7 +4,7 @@ Layout of a job (a fresh temporary folder, removed afterwards):
   work/     the candidate's working dir: kernel.py, request.json, its outputs
   shared/   inputs and weights written by the truth worker for the candidate to read
   private/  truth (float64), mode 0700; read by the parent, and removed before the candidate starts
-  harness/  the harness package as read at load time (tools.integrity); workers import it from here
+  harness/  the harness package as read at load time (tools.supervise.integrity); workers import it from here
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def _check_no_secrets(env: dict[str, str], request: dict[str, Any], secrets: Ite
 
 
 class Launcher(Protocol):
-    """Runs the candidate worker and supervises it: a warm zygote's fork (tools/warm.py)."""
+    """Runs the candidate worker and supervises it: a warm zygote's fork (tools/supervise/pool.py)."""
 
     def __call__(
         self,
@@ -134,9 +134,9 @@ def run_candidate(
     call_bounds: dict[tuple[str, str], float] | None = None,
 ) -> ChildOutcome:
     """The candidate worker: the compile budget until it reports its import, then bounds derived from the
-    work (tools/watchdog.py, `call_bounds` per case and shape) under the evaluation's budget.
+    work (tools/supervise/watchdog.py, `call_bounds` per case and shape) under the evaluation's budget.
 
-    It runs contained (tools.isolation), from the job's harness snapshot, with the runtime guard's policy
+    It runs contained (tools.supervise.isolation), from the job's harness snapshot, with the runtime guard's policy
     in its request and a memory cap on its compiles; afterwards its processes and partial builds are gone.
     `launcher` (warm workers) forks it from a zygote instead of starting a new interpreter; where that is
     not possible it starts cold, and the outcome's notices say why. `secret_dirs`: more folders its guard

@@ -3,11 +3,11 @@
 An `WarmPool` holds the warm workers of one device (`pool_for(gpu)`; `benchmark` and
 `compile_kernel` use the default one unless `KERNEL_AGENT_WARM=0`):
 
-* a **candidate zygote** (tools/zygote.py): a fork server that has imported torch and the harness but
+* a **candidate zygote** (tools/worker/zygote.py): a fork server that has imported torch and the harness but
   never initialised CUDA. Every candidate runs in a fresh process forked from it, in its own session and
   (where the machine allows) its own PID + mount namespace, with the job's working dir, allowlisted
   environment and pipes — what the cold path gives it, minus ~3 s of interpreter and torch import.
-* a **truth server** per problem (tools/worker_truth.py --serve): the trusted reference side, CUDA
+* a **truth server** per problem (tools/worker/truth.py --serve, supervised by tools/supervise/truth_server.py): the trusted reference side, CUDA
   initialised once. After each evaluation it prepares the next one's fresh-seeded inputs, weights and
   float64 truth in the background (`prefetch`), so a new candidate finds its data ready. Its requests
   (seeds included) travel over a pipe, never the disk; its truth is taken into the parent's memory and

@@ -23,6 +23,7 @@ from tools.supervise._spawn import (
     _read_messages,
     child_env,
     kill_group,
+    tell,
     track_group,
 )
 from tools.supervise.fork_server import START_TIMEOUT_S
@@ -82,10 +83,13 @@ class TruthServer:
             return self._failed(start, deadline)
         messages: list[wire.WorkerMessage] = []
         arrivals: list[tuple[str, float]] = []
+        tell("truth", "spawn")  # a request to the warm server stands for a cold worker's start
         while (msg := self._next(deadline)) is not None:
             if getattr(msg, "id", None) not in (None, rid):
                 continue
-            if isinstance(msg, wire.Finished):
+            tell("truth", msg.event, getattr(msg, "name", None))
+            if isinstance(msg, wire.RequestFinished):
+                tell("truth", "exit")
                 return ChildOutcome(
                     returncode=msg.returncode, timed_out=False, seconds=time.monotonic() - start,
                     messages=messages, output=self.output.text(), arrivals=arrivals,
@@ -94,6 +98,7 @@ class TruthServer:
             arrivals.append((msg.event, time.monotonic() - start))
         outcome = self._failed(start, deadline)
         outcome.messages, outcome.arrivals = messages, arrivals
+        tell("truth", "exit")
         return outcome
 
     def _failed(self, start: float, deadline: Deadline) -> ChildOutcome:

@@ -2,7 +2,7 @@
 
 It gets inputs and weights only; truth and verdicts live in the parent. Every call looks alike: the
 same fresh-storage, poisoned-allocator path serves correctness cases and timed iterations.
-Usage: python -m tools.worker_candidate REQUEST.json CHANNEL_FD
+Usage: python -m tools.worker.candidate REQUEST.json CHANNEL_FD
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Caller:
 
 class Ticker:
     """Tells the parent, at most every TICK_S and outside the timed region, that the timing loop moves on:
-    its watchdog (tools/watchdog.py) bounds the silence between ticks by one call's allowance."""
+    its watchdog (tools/supervise/watchdog.py) bounds the silence between ticks by one call's allowance."""
 
     TICK_S = 0.5
 
@@ -245,7 +245,7 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
     )
 
 
-class Judge:
+class JudgeLink:
     """The judge's side of the timing loop, over the channel and stdin: each call's input offset, whether
     the loop goes on, and which outputs to keep for the float64 re-check (the answer to a call names the
     previous call's slot, so no call knows before it runs whether it will be checked)."""
@@ -273,7 +273,7 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
     model = make_model(cls, data["init_inputs"], data["state_dict"], device)
     base = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["base"]]
     caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item["cfg"]))
-    judge = Judge(channel, item["name"])
+    judge = JudgeLink(channel, item["name"])
     kept: dict[int, torch.Tensor] = {}
     current: dict[str, Any] = {}
     repeats = Repeats()

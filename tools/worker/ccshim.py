@@ -1,6 +1,6 @@
 """The compiler torch's ninja runs during the harness's builds: an object cache and a precompiled header.
 
-`tools.build` writes two tiny shell scripts that exec this file, and points torch at them (CXX for the C++
+`tools.worker.build` writes two tiny shell scripts that exec this file, and points torch at them (CXX for the C++
 compiler, PYTORCH_NVCC for nvcc) for the duration of one build, so ninja still drives the build:
 
   ccshim.py KIND CACHE TOOLCHAIN REAL_COMPILER ARGS...

@@ -56,7 +56,7 @@ class Guard:
         self.workdir = os.path.realpath(workdir)
         self.secret = tuple(os.path.realpath(p) for p in secret)
         self.build_cache = os.path.realpath(build_cache)
-        self.building = False  # set by tools.build while the harness's load_inline runs
+        self.building = False  # set by tools.worker.build while the harness's load_inline runs
         self.report: Report = lambda kind, detail: None
         self.seen: set[tuple[str, str]] = set()
         self._busy = False

@@ -2,7 +2,7 @@
 
 Runs in its own process, never beside a candidate. Inputs and weights go to the shared folder the
 candidate reads; truth goes to the parent's private folder and never reaches the candidate.
-Usage: python -m tools.worker_truth REQUEST.json CHANNEL_FD
+Usage: python -m tools.worker.truth REQUEST.json CHANNEL_FD
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def main(request_path: str, fd: str) -> int:
 
 
 def serve(fd: str) -> int:
-    """The warm truth worker (tools/warm.py): one request per stdin line, each answered on the channel
+    """The warm truth worker (tools/supervise/truth_server.py): one request per stdin line, each answered on the channel
     and closed by `finished`; CUDA stays initialised between requests, its cached memory is released."""
     channel = Channel(int(fd))
     if torch.cuda.is_available():
@@ -223,7 +223,7 @@ def serve(fd: str) -> int:
         code = run_request(req, channel)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        channel.send(wire.Finished(id=req["id"], returncode=code))
+        channel.send(wire.RequestFinished(id=req["id"], returncode=code))
     return 0
 
 

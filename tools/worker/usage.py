@@ -64,7 +64,7 @@ def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]
 
 
 def warm_up_cuda() -> None:
-    """What a CUDA worker made ahead of its candidate does first (tools/zygote.py): create the CUDA context
+    """What a CUDA worker made ahead of its candidate does first (tools/worker/zygote.py): create the CUDA context
     and cuBLAS's handle, and start the CUDA profiler once (about 4 s on the H200, then ~5 ms per use), so
     that the candidate's evaluation pays none of it. Trusted code: no candidate exists yet."""
     from torch.profiler import ProfilerActivity, profile

@@ -8,13 +8,13 @@ So the zygote asks through NVML (`PYTORCH_NVML_BASED_CUDA_CHECK=1`, set before t
 the runtime's device count out of reach while it imports the harness (where NVML cannot answer, torch
 would fall back to it), and, before it serves, forks a probe that checks the real condition: the child is not in a bad fork and, where
 a GPU is visible, creates a CUDA context. The result travels in its `ready` report; where CUDA cannot
-start in its children, the evaluator runs CUDA candidates cold (tools/warm.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
+start in its children, the evaluator runs CUDA candidates cold (tools/supervise/pool.py). Per candidate it forks; the child starts its own session, enters a new PID and mount namespace
 where the machine allows (it is then PID 1 there and sees nothing of the zygote or the harness), takes
 the candidate's working dir, environment and pipes (sent over the control socket), and runs
-`tools.worker_candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
+`tools.worker.candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
 mode), it enters a network namespace of its own and, once in its PID namespace, drops every capability
 (tools/worker/contain.py); the harness checks both in /proc. Why a zygote and not a reused CUDA worker:
-tools/warm.py. Usage: python -m tools.zygote CONTROL_FD
+tools/supervise/pool.py. Usage: python -m tools.worker.zygote CONTROL_FD
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ class Server:
         replaced: the evaluator has moved to another problem, or asks for other containment)."""
         kind = self._key(self._contained(order))
         if self.prepared and self.prepared_kind == kind:
-            _send(self.sock, wire.Prepared(pid=next(iter(self.prepared))))
+            _send(self.sock, wire.WorkerPrepared(pid=next(iter(self.prepared))))
             return
         for pid, ours in list(self.prepared.items()):
             self.prepared.pop(pid)
@@ -348,7 +348,7 @@ class Server:
                 ok = ours.recv(64) == b"prepared"
                 self.reported.add(pid)
                 if ok:
-                    _send(self.sock, wire.Prepared(pid=pid))
+                    _send(self.sock, wire.WorkerPrepared(pid=pid))
                 else:  # it died preparing; its exit is reported by the reaper
                     self.prepared.pop(pid).close()
                     _send(self.sock, wire.PrepareFailed(pid=pid))

@@ -13,7 +13,8 @@ import pytest
 from tests.adversarial.gpu import cpu_candidates as c
 from tests.adversarial.gpu import gpu_candidates as g
 from tests.candidates import scan_variants as v
-from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, benchmark, check_source
+from tools import benchmark
+from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, check_source
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
 
@@ -62,7 +63,7 @@ def test_a_self_restoring_perf_counter_does_not_fake_a_speedup(tiny: Problem, ho
     the only clock, so either the harness catches the patch or the time it reports must be the real one.
 
     Fails today (status ok, several times the honest speedup): tools/timing.measure reads `time.perf_counter` through
-    the module at call time, and tools/worker_candidate compares timer identity only after a whole timed
+    the module at call time, and tools/worker/candidate.py compares timer identity only after a whole timed
     item, when the candidate has already put the original back."""
     result = benchmark(tiny, c.self_restoring_perf_counter(len(tiny.correctness_cases), factor=100))
     assert all(x.status == "passed" for x in result.cases)

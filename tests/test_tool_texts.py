@@ -3,8 +3,11 @@ in the middle, failing cases with their errors, timings with spread, the best so
 
 from __future__ import annotations
 
-from agent.feedback import bench_text, compile_text, head_tail
 from agent.runlog.events import TimedKernel
+from tools.benchmark import text as bench_text
+from tools.compile_kernel import head_tail
+from tools.compile_kernel import text as compile_text
+from tools.judge._verdicts import cases_line
 from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
 
 
@@ -91,3 +94,18 @@ def test_best_is_replaced_only_beyond_the_measured_spread() -> None:
     assert not beats(97.0, 0.02, best)  # 3% faster, inside 2 standard errors of both medians
     assert beats(90.0, 0.01, best)
     assert not beats(101.0, 0.0, best)
+
+
+def case(name: str, status: str) -> CaseResult:
+    return CaseResult(name=name, status=status, message="stuck" if status == "error" else "")  # type: ignore[arg-type]
+
+
+def test_cases_a_timeout_never_reached_are_not_run_not_failed() -> None:
+    cases = [case("odd", "error"), case("long", "skipped"), case("big", "skipped")]
+    assert cases_line(cases) == "1 of 3 cases failed, 2 not run; first: odd: stuck"
+
+
+def test_cases_line_counts_failures_and_says_when_all_passed() -> None:
+    assert cases_line([case("a", "passed"), case("b", "failed")]).startswith("1 of 2 cases failed; first: b")
+    assert cases_line([case("a", "passed"), case("b", "skipped")]) == "1 of 2 cases not run"
+    assert cases_line([case("a", "passed")]) == "all 1 correctness cases passed"

@@ -1,0 +1,222 @@
+"""The `benchmark` tool, whole: what the model is told (`SPEC`), the call (`benchmark`; `prepare_ahead`
+makes a run's first evaluation ready as it starts), its result (`BenchResult`, in tools/results.py) and
+the text the model reads back (`text`, `headline`).
+
+A call is correctness on every case, then timing at every shape. The judge plans it (seed, cases,
+shapes; truth made now or ahead: tools/judge/_plan.py), has the truth made and the candidate run in
+contained workers (tools.supervise, tools.worker), and decides the verdict (tools/judge/_evaluate.py,
+_verdicts.py). Three processes: the truth worker (reference weights, inputs, float64 truth, reference
+timing), the candidate worker (inputs and weights only), and this parent, which compares and decides.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Protocol
+
+from tools.compile_kernel import head_tail
+from tools.compile_kernel import text as compile_text
+from tools.envinfo import collect_env
+from tools.judge import _phases as phases
+from tools.judge._evaluate import evaluate, integrity_notices
+from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
+from tools.judge._static_checks import check_source
+from tools.problem import Problem
+from tools.results import BenchResult, CaseResult, ShapeTiming, TimingStats
+from tools.supervise import WarmPool, kernel_hash, pool_for, visible_gpu
+from tools.toolspec import ToolSpec
+
+__all__ = ["SPEC", "BenchResult", "BestSoFar", "benchmark", "headline", "prepare_ahead", "text"]
+
+SPEC = ToolSpec(
+    name="benchmark",
+    description=(
+        "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
+        "call), then time the timed shapes against the reference. Returns failing cases with their "
+        "errors, timings with their spread, the speedup, and the best kernel so far."
+    ),
+    brief="correctness on every case, then timings and the speedup.",
+)
+
+
+def benchmark(
+    problem: Problem,
+    kernel_code: str,
+    seed: int | None = None,
+    *,
+    refresh_reference: bool = False,
+    gpu: int | None = None,
+    pool: WarmPool | None = None,
+    prefetch_next: bool = True,
+) -> BenchResult:
+    """Evaluate one candidate. `refresh_reference` re-times the reference instead of using the cached time
+    (a final re-check does this: on a busy host the cached figure may come from other conditions).
+    `gpu`: the only GPU the evaluation's child processes see (default: those visible to this process).
+    `pool`: the warm workers to use (tools.supervise.pool); default: that device's, unless
+    KERNEL_AGENT_WARM=0 asks for the cold path (fresh processes for everything).
+    `prefetch_next=False`: no next evaluation is prepared afterwards (a one-shot `agent bench` has none, and
+    its exit waited for that work)."""
+    start = time.monotonic()
+    ev = pool if pool is not None else pool_for(gpu)
+    env = collect_env(problem)
+    base: dict[str, Any] = {
+        "problem": problem.name,
+        "problem_hash": problem.content_hash,
+        "kernel_hash": kernel_hash(kernel_code),
+        "env": env,
+        "workers": "warm" if ev is not None else "cold",
+    }
+    flags, syntax_error = check_source(kernel_code)
+    if syntax_error:
+        return BenchResult(
+            status="import_error", correct=False, speedup=None, message=f"SyntaxError: {syntax_error}",
+            seed=seed, **base,
+        )  # fmt: skip
+    clock: dict[str, float] = {"setup": time.monotonic() - start}
+    if ev is not None and (cores_to_spare() or not refresh_reference and reference_cached(problem, env)):
+        # A zygote not yet running starts now, beside the truth worker, unless that worker times the
+        # reference on a few cores: a torch import beside it would slow the reference and inflate speedups.
+        ev.zygote()
+        ev.prepare_worker(worker_kind(problem))
+    waiting = time.monotonic()
+    # Taken before the device lock: a prefetch still running holds that lock until it is done.
+    ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
+    with ev.device if ev is not None else visible_gpu(gpu):
+        clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
+        prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
+        prepared.job.write_kernel(kernel_code)
+        try:
+            result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock)
+        finally:
+            prepared.discard()
+    result.notices += integrity_notices(problem)
+    if ev is not None:
+        if suspicious:
+            ev.replace_zygote()
+        if prefetch_next:
+            prefetch(problem, env, ev)
+    result.seconds = time.monotonic() - start
+    result.phases = phases.finish(clock, result.seconds)
+    return result
+
+
+SPARE_CORES = 8  # from this many, a worker starting beside the reference's timing has a core of its own
+
+
+def cores_to_spare() -> bool:
+    """Whether the candidate's worker may start while the reference is timed (the first evaluation on a
+    host: 4.8 s of worker start after 20 s of truth and reference on the H200, 2026-12-01)."""
+    try:
+        return len(os.sched_getaffinity(0)) >= SPARE_CORES
+    except AttributeError:  # not Linux
+        return (os.cpu_count() or 1) >= SPARE_CORES
+
+
+def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:
+    """Start making `problem`'s next evaluation in the background, as every evaluation does for the one
+    after it: its worker and, where the reference is already timed on this host, its data and truth. A run
+    calls this as it starts, so that its first benchmark finds them made while the model wrote the kernel
+    (H200 gate, 2026-12-01: a run's first benchmark waited 5.7 s for its compile's zygote, then 12.7 s for
+    its truth). `gpu`, `pool`: as for `benchmark`. False where warm workers are off: nothing is made ahead
+    there."""
+    ev = pool if pool is not None else pool_for(gpu)
+    if ev is None:
+        return False
+    prefetch(problem, collect_env(problem), ev)
+    return True
+
+
+# --- what the model reads back ---------------------------------------------------------------------------
+
+
+class BestSoFar(Protocol):
+    """The run's best kernel as the model is told it (the agent's `TimedKernel` is one)."""
+
+    @property
+    def turn(self) -> int: ...
+    @property
+    def kernel_path(self) -> str: ...
+    @property
+    def speedup(self) -> float: ...
+    @property
+    def median_ms(self) -> float: ...
+    @property
+    def rse(self) -> float: ...
+
+
+def _stats(s: TimingStats | None) -> str:
+    return f"{s.median_ms:.3f} ms ± {s.rse * 100:.1f}%" if s else "n/a"
+
+
+def _timing_line(t: ShapeTiming) -> str:
+    speed = f"{t.speedup:.2f}×" if t.speedup is not None else "no speedup"
+    note = f" ({t.message})" if t.message else ""
+    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{note}"
+
+
+def _case_line(c: CaseResult) -> str:
+    errs = []
+    if c.max_abs_err is not None:
+        errs.append(f"max_abs_err {c.max_abs_err:.3g}")
+    if c.rel_l2_err is not None:
+        errs.append(f"rel_l2 {c.rel_l2_err:.3g}")
+    if c.worst_index is not None:
+        errs.append(f"worst at {c.worst_index}: got {c.worst_value!r}, expected {c.worst_expected!r}")
+    if c.mismatched is not None and c.numel:
+        errs.append(f"{c.mismatched}/{c.numel} elements out of tolerance")
+    detail = "; ".join(errs)
+    msg = c.message.strip()
+    return (
+        f"  {c.name} {c.status.upper()} ({', '.join(f'{k}={v}' for k, v in c.sizes.items())}): "
+        + "; ".join(x for x in (msg, detail) if x)
+    )
+
+
+def _best_line(best: BestSoFar | None, improved: bool) -> str:
+    if best is None:
+        return "Best so far: none correct yet."
+    mark = " (this kernel: new best)" if improved else ""
+    return f"Best so far: {best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
+
+
+def headline(result: BenchResult) -> str:
+    """The first line of the text: status and the one number that matters; it has to stand alone (older
+    results are cut down to it when the context is bounded)."""
+    first = result.message.strip().splitlines()[0] if result.message.strip() else ""
+    if result.correct and result.speedup is not None:
+        return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed."
+    if result.status == "suspect":
+        why = next((f.message for f in result.flag_details if f.name == "timing_mismatch"), result.message)
+        return f"benchmark SUSPECT: outputs correct, timing not trusted (no speedup counted): {why}"
+    if result.status == "incorrect":
+        failed = [c.name for c in result.cases if c.status in ("failed", "error")]
+        what = f"{len(failed)} of {len(result.cases)} cases failed" if failed else "disqualified"
+        return f"benchmark INCORRECT: {what}. {first}".strip()
+    return f"benchmark FAILED ({result.status}): {first}"
+
+
+def text(result: BenchResult, best: BestSoFar | None, improved: bool) -> str:
+    """The tool result the model reads: the headline, what failed, the flags, the timings and the best so
+    far (`improved`: this kernel is the new best)."""
+    lines = [headline(result)]
+    if result.compile is not None and not result.compile.ok:
+        lines += compile_text(result.compile).splitlines()[1:]
+    bad = [c for c in result.cases if c.status in ("failed", "error")]
+    if bad:
+        lines.append("Failing cases:")
+        lines += [_case_line(c) for c in bad]
+    passed = [c.name for c in result.cases if c.status == "passed"]
+    if passed and bad:
+        lines.append(f"Passed: {', '.join(passed)}")
+    for flag in result.flag_details:
+        lines.append(f"  flag {flag.name}{' (disqualifying)' if flag.disqualifying else ''}: {flag.message}")
+    if result.timings:
+        lines.append("Timings (median ± relative standard error):")
+        lines += [_timing_line(t) for t in result.timings]
+    if not result.correct and result.status not in ("ok", "incorrect") and result.output and not bad:
+        lines.append(head_tail(result.output))
+    elif result.status not in ("ok", "incorrect") and result.message.strip().count("\n"):
+        lines.append(head_tail(result.message))
+    lines.append(_best_line(best, improved))
+    return "\n".join(lines)

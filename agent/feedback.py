@@ -7,7 +7,15 @@ results are cut down to it when the context is bounded, so it has to stand alone
 from __future__ import annotations
 
 from agent.runlog.events import TimedKernel
-from tools.results import BenchResult, CaseResult, CompileResult, ShapeTiming, TimingStats
+from tools.results import (
+    BenchResult,
+    CaseResult,
+    CompileResult,
+    SanitizerReport,
+    SanitizerRun,
+    ShapeTiming,
+    TimingStats,
+)
 
 MAX_ERRORS = 12
 OUTPUT_HEAD = 1500
@@ -99,6 +107,21 @@ def _best_line(best: TimedKernel | None, improved: bool) -> str:
     return f"Best so far: {best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
 
 
+def sanitizer_text(report: SanitizerReport) -> str:
+    """The sanitizer's verdict in one line: status, why, which tools at which case, seconds of its budget."""
+    tools = ", ".join(r.tool for r in report.runs) or "no tool"
+    where = f"{tools} at case {report.case}" if report.case else tools
+    spent = f"; {report.seconds:.0f} s of a {report.budget_s:.0f} s budget" if report.budget_s else ""
+    reused = "; reused: same kernel as before" if report.cached else ""
+    return f"sanitizer {report.status}: {report.message} ({where}{spent}{reused})"
+
+
+def sanitizer_run_text(run: SanitizerRun) -> str:
+    count = f", {run.errors} errors" if run.errors else ""
+    why = f": {run.message}" if run.message else ""
+    return f"{run.tool}: {run.status}{count} ({run.seconds:.0f} s of {run.budget_s:.0f} s){why}"
+
+
 def bench_headline(result: BenchResult) -> str:
     if result.correct and result.speedup is not None:
         return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed."
@@ -126,6 +149,8 @@ def bench_text(result: BenchResult, best: TimedKernel | None, improved: bool) ->
         lines.append(f"Passed: {', '.join(passed)}")
     for flag in result.flag_details:
         lines.append(f"  flag {flag.name}{' (disqualifying)' if flag.disqualifying else ''}: {flag.message}")
+    if result.sanitizer is not None:
+        lines.append(sanitizer_text(result.sanitizer).capitalize())
     if result.timings:
         lines.append("Timings (median ± relative standard error):")
         lines += [_timing_line(t) for t in result.timings]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
     from agent.run_setup import RunSetup
     from agent.runlog.events import RunConfig
     from agent.runlog.writer import RunLog
+    from agent.sanitizing import RunSanitizer
     from tools.problem import Problem
 
 
@@ -78,11 +80,32 @@ def register(subparsers: Any) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="where tools run")
     p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
     p.add_argument(
+        "--sanitize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run every new best under the sanitizer (compute-sanitizer memcheck, racecheck, initcheck; "
+        "ASan+UBSan on CPU problems) before it counts (default: on where it runs here, "
+        f"${SANITIZE_ENV}=auto|on|off to change that)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="when the run ends, print its folder and summary as one JSON object",
     )
     p.set_defaults(handler=handle)
+
+
+SANITIZE_ENV = "KERNEL_AGENT_SANITIZE"
+
+
+def sanitize_mode(flag: bool | None) -> str:
+    """--sanitize / --no-sanitize, else $KERNEL_AGENT_SANITIZE, else auto."""
+    if flag is not None:
+        return "on" if flag else "off"
+    mode = os.environ.get(SANITIZE_ENV, "auto").strip().lower()
+    if mode not in ("auto", "on", "off"):
+        raise UsageError(f"${SANITIZE_ENV}: auto, on or off, got {mode!r}")
+    return mode
 
 
 def positive_int(text: str) -> int:
@@ -189,7 +212,13 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         gpus=choose_gpus(problem, args.gpus),
         executor=args.executor,
         ray_address=args.ray_address,
+        sanitize=sanitize_mode(args.sanitize),
     )
+    if config.sanitize == "on":  # before the run folder exists: a run that cannot start leaves none
+        from tools.judge import sanitizer_availability
+
+        if why := sanitizer_availability(problem, config.gpus[0] if config.gpus else None):
+            raise UsageError(f"--sanitize: the sanitizer cannot run here: {why}")
     if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
         return new_parallel_run(problem, provider, config, runs_dir_of(args), console)
     return new_agent(problem, provider, config, runs_dir_of(args), console)
@@ -258,7 +287,29 @@ def run_setup(
     display = RichDisplay(console, provider.scripted)
     system = system_for(problem, config)  # measures the GPU once per host: before anything else uses it
     executor.warm_up(problem)  # the first benchmark's truth and worker, made while the first turn runs
-    return RunSetup(problem, provider, log, system, budget_of(config), executor, display)
+    sanitizer = run_sanitizer(problem, config, console)
+    return RunSetup(problem, provider, log, system, budget_of(config), executor, display, sanitizer)
+
+
+def run_sanitizer(problem: Problem, config: RunConfig, console: Console) -> RunSanitizer | None:
+    """The run's sanitizer as `config.sanitize` asks: off; on (refused where it cannot run here); auto, on
+    where it runs here, else every new best says it was not sanitized and why. Said once, at the start."""
+    from agent.sanitizing import RunSanitizer
+
+    if config.sanitize == "off":
+        return None  # asked for (run.json says so)
+    from tools.judge import sanitizer_availability
+
+    why = sanitizer_availability(problem, config.gpus[0] if config.gpus else None)
+    if why and config.sanitize == "on":
+        raise UsageError(f"--sanitize: the sanitizer cannot run here: {why}")
+    if why:
+        console.print(
+            f"[yellow]sanitizer unavailable[/]: {why}; new bests are accepted unsanitized, and say so"
+        )
+    else:
+        console.print("sanitizer on: every new best runs under it before it counts (--no-sanitize: off)")
+    return RunSanitizer(unavailable=why)
 
 
 def trajectory_path(problem: Problem) -> Path | None:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from agent import toolbox
+from agent.feedback import sanitizer_text
 from agent.runlog.data import RunData, TrajectoryData, TurnData
 from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
 from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
@@ -252,6 +253,9 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
     for flag in result.flag_details:
         style = "bad" if flag.disqualifying else "warn"
         parts.append(f'<p class="{style}">flag {esc(flag.name)}: {esc(flag.message)}</p>')
+    if result.sanitizer is not None:
+        style = {"clean": "ok", "flagged": "bad"}.get(result.sanitizer.status, "warn")
+        parts.append(f'<p class="{style}">{esc(sanitizer_text(result.sanitizer))}</p>')
     if result.cases:
         passed = sum(c.status == "passed" for c in result.cases)
         style = "ok" if passed == len(result.cases) else "bad"

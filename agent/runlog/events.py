@@ -191,6 +191,9 @@ class RunConfig(BaseModel):
     gpus: list[int] | None = Field(None, description="local GPUs used (None: all visible)")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    sanitize: Literal["auto", "on", "off"] = Field(
+        "auto", description="new bests sanitized before they count: auto = where the sanitizer runs here"
+    )
 
 
 class RunEnvironment(BaseModel):

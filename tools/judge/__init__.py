@@ -7,6 +7,8 @@ float64 truth, applies every guard and decides the verdict. A candidate never re
 - `_plan`: the plan of one evaluation, and truth made ahead of time;
 - `_verdicts`: what is decided while the candidate runs: cases, flags, clocks, library usage;
 - `_compile`: `compile_kernel`, and what an import phase came to;
+- `_sanitize`: `sanitize` (compute-sanitizer or ASan on a small case) and `with_sanitizer`, its report folded
+  into a benchmark's verdict; `_sanitizer_output` reads the tools' logs;
 - `_check`: `check_problem` (a spec's reference runs);
 - `_compare`, `_static_checks`, `_phases`: output comparison, source checks, the seconds per phase.
 """
@@ -14,6 +16,8 @@ float64 truth, applies every guard and decides the verdict. A candidate never re
 from tools.judge._check import check_problem
 from tools.judge._compile import compile_kernel
 from tools.judge._evaluate import benchmark, prepare_ahead
+from tools.judge._sanitize import availability as sanitizer_availability
+from tools.judge._sanitize import sanitize, unavailable_report, with_sanitizer
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 
@@ -27,4 +31,8 @@ __all__ = [
     "clock_disagreement",
     "compile_kernel",
     "prepare_ahead",
+    "sanitize",
+    "sanitizer_availability",
+    "unavailable_report",
+    "with_sanitizer",
 ]

@@ -64,6 +64,13 @@ _GLOBAL_FN = re.compile(
 
 CANDIDATE_FILE = Path("kernel.py")  # the worker runs in the candidate's working dir
 
+SANITIZE_BUILD_ENV = "KERNEL_AGENT_SANITIZE_BUILD"  # "asan": C++ extensions built for the CPU sanitizer
+# ASan and UBSan (vptr off: its checks misfire on types that cross torch's shared libraries), frame pointers
+# for its stacks, -g for its lines; appended last, so the candidate's own flags cannot turn them off. They
+# change load_inline's arguments, so such a build has a cache key of its own.
+ASAN_CFLAGS = ("-fsanitize=address,undefined", "-fno-sanitize=vptr", "-fno-omit-frame-pointer", "-g")
+ASAN_LDFLAGS = ("-fsanitize=address,undefined",)
+
 
 def candidate_line(source: str | None, line_in_source: int | None, text: str) -> int | None:
     """Where a line of a load_inline source string stands in the candidate's own .py file."""
@@ -415,6 +422,9 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
         call["extra_cuda_cflags"] = flags
     for src in call["cuda_sources"] or []:
         REGISTRY.own_kernel_names.update(_GLOBAL_FN.findall(src))
+    if os.environ.get(SANITIZE_BUILD_ENV) == "asan" and not call["cuda_sources"]:
+        call["extra_cflags"] = [*_as_list(call.get("extra_cflags")), *ASAN_CFLAGS]
+        call["extra_ldflags"] = [*_as_list(call.get("extra_ldflags")), *ASAN_LDFLAGS]
     key = build_key(call)
     cache_dir = Path(
         os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home() / ".cache" / "kernel-agent" / "builds"

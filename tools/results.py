@@ -187,6 +187,8 @@ class EnvInfo(Model):
     )
 
 
+CUDA_SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")  # compute-sanitizer's
+CPU_SANITIZER_TOOLS = ("asan",)  # ASan and UBSan in one build and run
 SanitizerRunStatus = Literal["clean", "errors", "timeout", "failed", "unavailable"]
 
 

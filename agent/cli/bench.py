@@ -60,12 +60,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def tool_list(text: str) -> tuple[str, ...]:
-    from tools.judge._sanitize import KNOWN_TOOLS
+    from tools.results import CPU_SANITIZER_TOOLS, CUDA_SANITIZER_TOOLS
 
+    known = (*CUDA_SANITIZER_TOOLS, *CPU_SANITIZER_TOOLS)
     tools = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    unknown = [t for t in tools if t not in KNOWN_TOOLS]
-    if not tools or unknown:
-        raise argparse.ArgumentTypeError(f"tools are {', '.join(KNOWN_TOOLS)}; got {text!r}")
+    if not tools or any(t not in known for t in tools):
+        raise argparse.ArgumentTypeError(f"tools are {', '.join(known)}; got {text!r}")
     return tools
 
 
@@ -151,9 +151,11 @@ def run_bench(args: argparse.Namespace) -> int:
 
 def wrong_tools(problem: Problem, tools: tuple[str, ...] | None) -> str | None:
     """Why these tools cannot sanitize this problem (compute-sanitizer's are for CUDA, asan for C++)."""
+    from tools.results import CPU_SANITIZER_TOOLS, CUDA_SANITIZER_TOOLS
+
     if not tools:
         return None
-    fits = ("asan",) if problem.spec.device == "cpu" else ("memcheck", "racecheck", "initcheck", "synccheck")
+    fits = CPU_SANITIZER_TOOLS if problem.spec.device == "cpu" else CUDA_SANITIZER_TOOLS
     wrong = [t for t in tools if t not in fits]
     return (
         f"{', '.join(wrong)} cannot check a {problem.spec.device} problem (use {', '.join(fits)})"

@@ -18,6 +18,7 @@ tool on a one-line torch program, once per process), never by what a candidate's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import re
@@ -36,7 +37,14 @@ from tools.envinfo import collect_env
 from tools.judge._plan import Plan, run_truth, truth_request
 from tools.judge._sanitizer_output import Findings, NativeFindings, parse_compute_sanitizer, parse_native
 from tools.problem import Problem
-from tools.results import BenchResult, Flag, SanitizerReport, SanitizerRun
+from tools.results import (
+    CPU_SANITIZER_TOOLS,
+    CUDA_SANITIZER_TOOLS,
+    BenchResult,
+    Flag,
+    SanitizerReport,
+    SanitizerRun,
+)
 from tools.supervise import (
     ChildOutcome,
     Deadline,
@@ -50,9 +58,9 @@ from tools.supervise import (
     visible_gpu,
 )
 from tools.supervise import _toolchain as toolchain
+from tools.worker.build import SANITIZE_BUILD_ENV, kernel_names
 
-CUDA_TOOLS = ("memcheck", "racecheck", "initcheck")  # the default; synccheck on request
-KNOWN_TOOLS = (*CUDA_TOOLS, "synccheck", "asan")
+CUDA_TOOLS = CUDA_SANITIZER_TOOLS[:3]  # the default: memcheck, racecheck, initcheck; synccheck on request
 TOOL_BUDGET_S = 120.0  # one compute-sanitizer tool: the worker's start, CUDA under the tool, one case
 ASAN_BUDGET_S = 300.0  # the ASan build (~50 s of C++ on 2 cores) and its run
 FOUND_EXIT = 86  # the sanitizers' exit code when they found errors (a candidate exiting 86 flags only itself)
@@ -65,6 +73,9 @@ PROBE = (
 )
 PROBE_CPU = "import torch; assert float(torch.ones(64).sum()) == 64"
 PROBE_S = 180.0
+# Every tensor its own cudaMalloc under compute-sanitizer: the caching allocator's blocks would hide a read
+# past a tensor's end from memcheck, and memory an earlier tensor wrote from initcheck.
+NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 
 
 # --- what can run here -------------------------------------------------------------------------------------
@@ -148,7 +159,7 @@ def availability(problem: Problem, gpu: int | None = None) -> str:
 
 
 def default_tools(problem: Problem) -> tuple[str, ...]:
-    return CUDA_TOOLS if problem.spec.device == "cuda" else ("asan",)
+    return CUDA_TOOLS if problem.spec.device == "cuda" else CPU_SANITIZER_TOOLS
 
 
 def default_budget(tool: str) -> float:
@@ -230,11 +241,32 @@ def _where_it_ended(outcome: ChildOutcome) -> str:
     return f"{describe_exit(outcome)}{f'; {tail}' if tail else ''}"[:500]
 
 
-def judge_cuda_run(tool: str, outcome: ChildOutcome, log_text: str, budget_s: float) -> SanitizerRun:
-    """One compute-sanitizer run's verdict: its exit code and its log, never the candidate's output."""
+# Library kernels (cuBLAS, torch's own) can trip these honestly: their findings count only where one names
+# a kernel of the candidate's own source. Every memcheck finding counts (a library kernel that reads out of
+# bounds was handed a bad pointer or size).
+ATTRIBUTED = ("racecheck", "initcheck")
+
+
+def is_own(kernel: str, own: frozenset[str]) -> bool:
+    """Whether a finding's kernel (qualified, templated) is one the candidate's source defines."""
+    return any(word in own for word in re.findall(r"\w+", kernel))
+
+
+def judge_cuda_run(
+    tool: str, outcome: ChildOutcome, log_text: str, budget_s: float, own: frozenset[str] = frozenset()
+) -> SanitizerRun:
+    """One compute-sanitizer run's verdict: its exit code and its log, never the candidate's output.
+    `own`: the candidate's kernel names (`__global__` functions in its source)."""
     found = parse_compute_sanitizer(log_text)
     base: dict[str, Any] = {"tool": tool, "flag": f"sanitizer_{tool}", "seconds": outcome.seconds}
     base["budget_s"] = budget_s
+    if (found.errors or 0) > 0 and tool in ATTRIBUTED and own and found.shown:
+        mine = tuple(f for f in found.shown if is_own(f.kernel, own))
+        if not mine:  # every finding it showed is in library code: said, not flagged
+            names = ", ".join(sorted({f.kernel or "a CUDA API call" for f in found.shown}))[:300]
+            why = f"{found.errors} findings, all in kernels not of the candidate's source ({names}): not flagged"
+            return SanitizerRun(status="clean", errors=found.errors, message=why, **base)
+        found = dataclasses.replace(found, shown=mine)
     if (found.errors or 0) > 0 or outcome.returncode == FOUND_EXIT:
         return _errors_run(base, found)
     if outcome.timed_out:
@@ -312,7 +344,7 @@ def _case_job(
 
 def _run_tool(
     tool: str, problem: Problem, job: Job, items: list[dict[str, Any]], hidden: list[str],
-    budget_s: float, ev: WarmPool | None,
+    budget_s: float, ev: WarmPool | None, own: frozenset[str],
 ) -> SanitizerRun:  # fmt: skip
     logs = job.root / f"sanitizer-{tool}"
     logs.mkdir(mode=0o700)
@@ -326,8 +358,6 @@ def _run_tool(
     }
     limited = _limited(problem, budget_s)
     if tool == "asan":
-        from tools.worker.build import SANITIZE_BUILD_ENV
-
         runtime = asan_runtime() or "libasan.so"
         env = {SANITIZE_BUILD_ENV: "asan", **_asan_env(logs)}
         outcome = run_candidate(
@@ -336,8 +366,8 @@ def _run_tool(
         return judge_asan_run(outcome, _read_logs(logs, ""), budget_s)
     binary = compute_sanitizer() or "compute-sanitizer"
     cmd = sanitizer_command(binary, tool, logs / f"{tool}.log", _help(binary))
-    outcome = run_candidate(job, limited, request, wrapper=cmd, **launch)
-    return judge_cuda_run(tool, outcome, _read_logs(logs, tool), budget_s)
+    outcome = run_candidate(job, limited, request, wrapper=cmd, extra_env=NO_CACHING, **launch)
+    return judge_cuda_run(tool, outcome, _read_logs(logs, tool), budget_s, own)
 
 
 def sanitize(
@@ -369,7 +399,8 @@ def sanitize(
                     SanitizerRun(tool=t, status="failed", message=failed, budget_s=budgets[t]) for t in names
                 ]
             else:
-                runs = [_run_tool(t, problem, job, items, hidden, budgets[t], ev) for t in names]
+                own = frozenset(kernel_names(kernel_code))
+                runs = [_run_tool(t, problem, job, items, hidden, budgets[t], ev, own) for t in names]
         finally:
             job.cleanup()
     return report_of(runs, case, time.monotonic() - start)

@@ -38,14 +38,28 @@ _TOOL_FAILURE = re.compile(
 
 
 @dataclass(frozen=True)
+class Finding:
+    kernel: str  # the kernel or function its location names ("" for a CUDA API error)
+    text: str  # its first lines
+
+
+@dataclass(frozen=True)
 class Findings:
-    """What one sanitizer log says: `errors` None where it has no summary (the run did not finish)."""
+    """What one sanitizer log says: `errors` None where it has no summary (the run did not finish);
+    `shown` the findings it printed, errors before warnings."""
 
     errors: int | None
-    first: str = ""  # the first finding's first lines
-    kernel: str = ""  # the kernel or function the first finding names
+    shown: tuple[Finding, ...] = ()
     warnings: int = 0  # racecheck's warning-level hazards (not counted as errors)
     tool_failure: str = ""  # the tool itself could not run, and why
+
+    @property
+    def first(self) -> str:
+        return self.shown[0].text if self.shown else ""
+
+    @property
+    def kernel(self) -> str:
+        return self.shown[0].kernel if self.shown else ""
 
 
 def _own_lines(text: str) -> list[str]:
@@ -138,15 +152,9 @@ def parse_compute_sanitizer(text: str) -> Findings:
     warnings = sum(int(m[3]) for m in races)
     blocks = [b for b in _blocks(lines) if not _TOOL_FAILURE.search(b[0]) or "Race reported" in b[0]]
     ordered = [b for b in blocks if not _is_warning(b)] + [b for b in blocks if _is_warning(b)]
-    first = ordered[0] if ordered else []
     failure = "" if errors is not None else _tool_failure(lines, text)
-    return Findings(
-        errors=errors,
-        first="\n".join(first),
-        kernel=_kernel_of_block(first) if first else "",
-        warnings=warnings,
-        tool_failure=failure,
-    )
+    shown = tuple(Finding(kernel=_kernel_of_block(b), text="\n".join(b)) for b in ordered)
+    return Findings(errors=errors, shown=shown, warnings=warnings, tool_failure=failure)
 
 
 # --- AddressSanitizer / UndefinedBehaviorSanitizer -------------------------------------------------------

@@ -104,6 +104,11 @@ class BuildRegistry:
 REGISTRY = BuildRegistry()
 
 
+def kernel_names(source: str) -> set[str]:
+    """The `__global__` functions a source defines (a candidate's module: its CUDA strings included)."""
+    return set(_GLOBAL_FN.findall(source))
+
+
 def cuda_arch() -> str:
     if os.environ.get("TORCH_CUDA_ARCH_LIST"):
         return os.environ["TORCH_CUDA_ARCH_LIST"]
@@ -421,7 +426,7 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
             flags.append("-Xptxas=-v")
         call["extra_cuda_cflags"] = flags
     for src in call["cuda_sources"] or []:
-        REGISTRY.own_kernel_names.update(_GLOBAL_FN.findall(src))
+        REGISTRY.own_kernel_names.update(kernel_names(src))
     if os.environ.get(SANITIZE_BUILD_ENV) == "asan" and not call["cuda_sources"]:
         call["extra_cflags"] = [*_as_list(call.get("extra_cflags")), *ASAN_CFLAGS]
         call["extra_ldflags"] = [*_as_list(call.get("extra_ldflags")), *ASAN_LDFLAGS]

@@ -150,7 +150,8 @@ def bench_text(result: BenchResult, best: TimedKernel | None, improved: bool) ->
     for flag in result.flag_details:
         lines.append(f"  flag {flag.name}{' (disqualifying)' if flag.disqualifying else ''}: {flag.message}")
     if result.sanitizer is not None:
-        lines.append(sanitizer_text(result.sanitizer).capitalize())
+        text = sanitizer_text(result.sanitizer)
+        lines.append(text[0].upper() + text[1:])
     if result.timings:
         lines.append("Timings (median ± relative standard error):")
         lines += [_timing_line(t) for t in result.timings]

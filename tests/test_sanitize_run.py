@@ -170,3 +170,33 @@ def test_run_json_records_the_sanitize_mode(tmp_path: Path) -> None:
     agent = run_agent(tmp_path, None, FixedTimeEvaluator())
     info = json.loads((agent.log.dir / "run.json").read_text())
     assert info["config"]["sanitize"] == "auto"  # RunConfig's default; the CLI writes what it resolved
+
+
+def test_the_models_text_the_terminal_and_the_report_show_the_sanitizer() -> None:
+    import io
+
+    from rich.console import Console, Group
+
+    from agent.feedback import bench_text
+    from agent.report.turns import bench_html
+    from agent.views.result import bench_view
+    from tools.judge import with_sanitizer
+
+    run = SanitizerRun(
+        tool="memcheck", status="errors", flag="sanitizer_memcheck", errors=2, kernel="scan_k",
+        first="Invalid __global__ read of size 4 bytes", seconds=30.0, budget_s=120.0,
+    )  # fmt: skip
+    result = with_sanitizer(
+        BenchResult(status="ok", correct=True, speedup=2.0, message="fine"), report_of([run], "odd", 31.0)
+    )
+    line = "sanitizer flagged: memcheck found 2 errors in scan_k: Invalid __global__ read of size 4 bytes"
+    told = bench_text(result, None, False)
+    assert told.startswith("benchmark INCORRECT: disqualified. sanitizer: memcheck found 2 errors in scan_k")
+    assert "flag sanitizer_memcheck (disqualifying): memcheck found 2 errors in scan_k" in told
+    assert f"S{line[1:]} (memcheck at case odd; 31 s of a 120 s budget)" in told
+    console = Console(file=io.StringIO(), width=300, legacy_windows=False)
+    console.print(Group(*bench_view(result, None, full=True)))
+    shown = console.file.getvalue()  # type: ignore[attr-defined]
+    assert line in shown
+    assert "memcheck: errors, 2 errors (30 s of 120 s)" in shown
+    assert line in bench_html(result, None)

@@ -13,7 +13,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
     from rich.console import Console
@@ -98,14 +98,18 @@ def register(subparsers: Any) -> None:
 SANITIZE_ENV = "KERNEL_AGENT_SANITIZE"
 
 
-def sanitize_mode(flag: bool | None) -> str:
+SanitizeMode = Literal["auto", "on", "off"]
+
+
+def sanitize_mode(flag: bool | None) -> SanitizeMode:
     """--sanitize / --no-sanitize, else $KERNEL_AGENT_SANITIZE, else auto."""
     if flag is not None:
         return "on" if flag else "off"
     mode = os.environ.get(SANITIZE_ENV, "auto").strip().lower()
-    if mode not in ("auto", "on", "off"):
-        raise UsageError(f"${SANITIZE_ENV}: auto, on or off, got {mode!r}")
-    return mode
+    modes: dict[str, SanitizeMode] = {"auto": "auto", "on": "on", "off": "off"}
+    if mode in modes:
+        return modes[mode]
+    raise UsageError(f"${SANITIZE_ENV}: auto, on or off, got {mode!r}")
 
 
 def positive_int(text: str) -> int:

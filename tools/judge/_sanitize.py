@@ -53,6 +53,7 @@ from tools.supervise import (
     child_env,
     cuda_visible_devices,
     describe_exit,
+    isolation,
     pool_for,
     run_candidate,
     visible_gpu,
@@ -65,9 +66,8 @@ TOOL_BUDGET_S = 120.0  # one compute-sanitizer tool: the worker's start, CUDA un
 ASAN_BUDGET_S = 300.0  # the ASan build (~50 s of C++ on 2 cores) and its run
 FOUND_EXIT = 86  # the sanitizers' exit code when they found errors (a candidate exiting 86 flags only itself)
 LOG_BYTES = 1 << 20
-COMPUTE_SANITIZER_ENV = (
-    "KERNEL_AGENT_COMPUTE_SANITIZER"  # a compute-sanitizer to use instead of the one found
-)
+# A compute-sanitizer to use instead of the one found.
+COMPUTE_SANITIZER_ENV = "KERNEL_AGENT_COMPUTE_SANITIZER"
 PROBE = (
     "import torch; x = torch.ones(64, device='cuda'); torch.cuda.synchronize(); assert float(x.sum()) == 64"
 )
@@ -110,11 +110,14 @@ def asan_runtime() -> str | None:
 
 
 def _probe(cmd: list[str], extra: dict[str, str]) -> str:
-    """ "" where `cmd` (trusted: no candidate code) exits 0, else why not, in its own last lines."""
+    """Why `cmd` (trusted: no candidate code) fails inside the candidates' containment, or "" where it exits
+    0 there (a tool that cannot work in their namespaces is as unavailable as a missing one)."""
     with tempfile.TemporaryDirectory(prefix="kagent-sanitize-probe-") as tmp:
         env = child_env(Path(tmp), extra)
         try:
-            out = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True, timeout=PROBE_S)
+            out = subprocess.run(
+                isolation.wrap(cmd), cwd=tmp, env=env, capture_output=True, text=True, timeout=PROBE_S
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"{type(exc).__name__}: {exc}"[:300]
     if out.returncode == 0:
@@ -130,6 +133,7 @@ def _cuda_refusal(binary: str, gpu: int | None) -> str:
     if toolchain.gpu_arch() is None:
         return "no CUDA GPU visible (nvidia-smi found none)"
     extra = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpu)} if gpu is not None else {}
+    extra |= NO_CACHING
     cmd = [binary, "--tool", "memcheck", "--error-exitcode", str(FOUND_EXIT), sys.executable, "-c", PROBE]
     why = _probe(cmd, extra)
     return f"compute-sanitizer could not check a one-line torch program here: {why}" if why else ""
@@ -146,7 +150,7 @@ def _env_binary() -> str:
 
 
 def availability(problem: Problem, gpu: int | None = None) -> str:
-    """ "" where this problem's sanitizer runs here, else why it cannot (a probe runs once per process)."""
+    """Why this problem's sanitizer cannot run here, or "" where it can (a probe runs once per process)."""
     if problem.spec.device == "cuda":
         binary = compute_sanitizer()
         if binary is None:
@@ -315,12 +319,11 @@ def judge_asan_run(outcome: ChildOutcome, log_text: str, budget_s: float) -> San
 # --- the whole report --------------------------------------------------------------------------------------
 
 
-def _case_job(
-    problem: Problem, case: str, ev: WarmPool | None
-) -> tuple[Job, list[dict[str, Any]], list[str], str]:
-    """A job holding the inputs and weights of one correctness case (its truth made and thrown away): the
-    job, the case's request items, the values that must not reach the candidate, and "" or why it failed."""
-    job = Job.create(None, ev.jobs_dir if ev else None)
+def _case_data(
+    problem: Problem, case: str, job: Job, ev: WarmPool | None
+) -> tuple[list[dict[str, Any]], list[str], str]:
+    """The inputs and weights of one correctness case in `job` (its truth made and thrown away): the case's
+    request items, the values that must not reach the candidate, and "" or why the data could not be made."""
     master = secrets.randbits(62)
     plan = Plan.make(problem, job, master, ReferenceTimes(problem, collect_env(problem)))
     plan.cases, plan.timing = [c for c in plan.cases if c["name"] == case], []
@@ -339,7 +342,7 @@ def _case_job(
     request_items = [
         {"name": c["name"], "data_path": c["data_path"], "out_path": c["out_path"]} for c in plan.cases
     ]
-    return job, request_items, plan.secrets(master), why
+    return request_items, plan.secrets(master), why
 
 
 def _run_tool(
@@ -391,9 +394,9 @@ def sanitize(
         return report_of(runs, case, time.monotonic() - start)
     ev = pool if pool is not None else pool_for(gpu)
     with ev.device if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
-        job, items, hidden, failed = _case_job(problem, case, ev)
-        job.write_kernel(kernel_code)
+        job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:
+            items, hidden, failed = _case_data(problem, case, job, ev)
             if failed:
                 runs = [
                     SanitizerRun(tool=t, status="failed", message=failed, budget_s=budgets[t]) for t in names
@@ -415,7 +418,6 @@ def finding_text(run: SanitizerRun) -> str:
 
 
 def report_of(runs: list[SanitizerRun], case: str, seconds: float) -> SanitizerReport:
-    tools = ", ".join(r.tool for r in runs)
     budget = sum(r.budget_s for r in runs)
     fields: dict[str, Any] = {"case": case, "runs": runs, "seconds": seconds, "budget_s": budget}
     flagged = [r for r in runs if r.status == "errors"]
@@ -428,7 +430,8 @@ def report_of(runs: list[SanitizerRun], case: str, seconds: float) -> SanitizerR
     if missing:
         why = "; ".join(f"{r.tool} {r.status}: {r.message}" for r in missing)
         return SanitizerReport(status="incomplete", message=f"not fully sanitized: {why}"[:900], **fields)
-    return SanitizerReport(status="clean", message=f"{tools} at case {case}: no errors", **fields)
+    notes = "; ".join(f"{r.tool}: {r.message}" for r in runs if r.message)  # library findings, not flagged
+    return SanitizerReport(status="clean", message=f"no errors{f' ({notes})' if notes else ''}", **fields)
 
 
 def unavailable_report(why: str, tools: tuple[str, ...] = ()) -> SanitizerReport:

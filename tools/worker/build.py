@@ -263,6 +263,18 @@ def ninja_wrapper(real: str, limit_kb: int) -> str:
 
 
 @contextlib.contextmanager
+def uninstrumented_children() -> Iterator[None]:
+    """The ASan runtime preloaded into a sanitized worker stays out of its build's processes: compilers are
+    not instrumented, and under the build's `ulimit -v` ASan could not even map its shadow memory."""
+    saved = os.environ.pop("LD_PRELOAD", None) if os.environ.get(SANITIZE_BUILD_ENV) else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["LD_PRELOAD"] = saved
+
+
+@contextlib.contextmanager
 def compile_limits() -> Iterator[None]:
     """Put the memory-capped ninja first on PATH for the duration of one build."""
     gb = float(os.environ.get("KERNEL_AGENT_COMPILE_MEMORY_GB") or 0)
@@ -465,6 +477,7 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
     try:
         with (
             _stdout_to(log_path),
+            uninstrumented_children(),
             compile_limits(),
             compiler_shims(cache_dir, bool(call["cuda_sources"])),
             watched(call["name"], tmp),

@@ -272,3 +272,34 @@ def test_a_clean_report_changes_nothing_but_carries_itself() -> None:
     assert (result.status, result.flags, result.notices) == ("ok", [], [])
     assert result.sanitizer is not None
     assert result.sanitizer.message == "no errors"
+
+
+def test_without_compute_sanitizer_a_cuda_problem_is_unavailable_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tools.judge import sanitize
+    from tools.problem import load_problem
+
+    monkeypatch.setenv("KERNEL_AGENT_COMPUTE_SANITIZER", "/nonexistent/compute-sanitizer")
+    problem = load_problem(Path(__file__).resolve().parent / "adversarial" / "gpu" / "scan_gpu_small.yaml")
+    report = sanitize(problem, "class ModelNew:\n    pass\n")
+    assert report.status == "unavailable"
+    assert "compute-sanitizer not found" in report.message
+    assert [(r.tool, r.status, r.budget_s) for r in report.runs] == [
+        ("memcheck", "unavailable", 120.0),
+        ("racecheck", "unavailable", 120.0),
+        ("initcheck", "unavailable", 120.0),
+    ]
+    assert report.case == "tf32_probe"  # the smallest by volume (1·64·1024·16)
+
+
+def test_a_ubsan_finding_on_stderr_is_read_when_the_exit_code_says_one_was_found() -> None:
+    """Beside ASan, UBSan writes to stderr whatever its log_path: the output names it, the exit code decides."""
+    said = outcome(FOUND_EXIT, case_done=False, output=log("ubsan_shift.log"))
+    run = judge_asan_run(said, "", 300.0)
+    assert (run.status, run.flag, run.kernel) == ("errors", "sanitizer_ubsan", "shift")
+    printed = outcome(0, output=log("ubsan_shift.log"))  # the same text printed by a run that exited 0
+    printed.messages.insert(
+        1, wire.Imported(seconds=1.0, builds=[], failed_build=False, errors=[], has_model_new=True)
+    )
+    assert judge_asan_run(printed, "", 300.0).status == "clean"

@@ -293,6 +293,10 @@ def _errors_run(base: dict[str, Any], found: Findings) -> SanitizerRun:
 def judge_asan_run(outcome: ChildOutcome, log_text: str, budget_s: float) -> SanitizerRun:
     """The ASan/UBSan run's verdict: its runtimes' exit code and logs."""
     found: NativeFindings = parse_native(log_text)
+    if not found.errors and outcome.returncode == FOUND_EXIT:
+        # UBSan beside ASan reports on stderr whatever its log_path (gcc 12): the worker's output names
+        # the finding; the exit code, not that text, is what found it
+        found = parse_native(outcome.output)
     base: dict[str, Any] = {"tool": "asan", "seconds": outcome.seconds, "budget_s": budget_s}
     if found.errors or outcome.returncode == FOUND_EXIT:
         first = found.first or "(the ASan/UBSan exit code says it found errors; its log names none)"

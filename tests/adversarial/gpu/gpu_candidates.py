@@ -371,3 +371,8 @@ def sanitizer_fault(kind: str) -> str:
         f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
         src=src,
     )
+
+
+def sanitizer_faults() -> str:
+    """The sanitizer fault candidates' one extension (for bench/prebuild.py: one build serves the four)."""
+    return sanitizer_fault("oob_read")

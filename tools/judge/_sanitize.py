@@ -6,7 +6,7 @@ each finding a flag (`with_sanitizer` folds the report into a benchmark's result
   worker: `tools.supervise.run_candidate(wrapper=...)`), with `--error-exitcode` and `--log-file` in a
   folder the candidate's guard refuses to read. A finding needs the tool's own word: its exit code or its
   log's `ERROR SUMMARY`; the candidate's output is never read for it.
-- CPU problems: the candidate's C++ built with ASan and UBSan (`tools.worker.build.ASAN_CFLAGS`, a cache key
+- CPU problems: the candidate's C++ built with ASan and UBSan (`tools.worker.instrument.ASAN_CFLAGS`, a cache key
   of its own) and run with the ASan runtime preloaded into the worker (a Python host is not instrumented, so
   the runtime must come first); the build's own processes run without it.
 
@@ -59,7 +59,7 @@ from tools.supervise import (
     visible_gpu,
 )
 from tools.supervise import _toolchain as toolchain
-from tools.worker.build import SANITIZE_BUILD_ENV, kernel_names
+from tools.worker.instrument import SANITIZE_BUILD_ENV, kernel_names
 
 CUDA_TOOLS = CUDA_SANITIZER_TOOLS[:3]  # the default: memcheck, racecheck, initcheck; synccheck on request
 TOOL_BUDGET_S = 120.0  # one compute-sanitizer tool: the worker's start, CUDA under the tool, one case

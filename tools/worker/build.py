@@ -35,6 +35,7 @@ from tools.cache import builds as cache
 from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
 from tools.worker import guard
 from tools.worker.ccshim import RECORDS, STARTED
+from tools.worker.instrument import ASAN_CFLAGS, ASAN_LDFLAGS, SANITIZE_BUILD_ENV, kernel_names
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
@@ -57,19 +58,9 @@ _PTXAS_FRAME = re.compile(
     r"(?P<stack>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
 )
 _SMEM = re.compile(r"(\d+) bytes smem")
-_GLOBAL_FN = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
-)
 
 
 CANDIDATE_FILE = Path("kernel.py")  # the worker runs in the candidate's working dir
-
-SANITIZE_BUILD_ENV = "KERNEL_AGENT_SANITIZE_BUILD"  # "asan": C++ extensions built for the CPU sanitizer
-# ASan and UBSan (vptr off: its checks misfire on types that cross torch's shared libraries), frame pointers
-# for its stacks, -g for its lines; appended last, so the candidate's own flags cannot turn them off. They
-# change load_inline's arguments, so such a build has a cache key of its own.
-ASAN_CFLAGS = ("-fsanitize=address,undefined", "-fno-sanitize=vptr", "-fno-omit-frame-pointer", "-g")
-ASAN_LDFLAGS = ("-fsanitize=address,undefined",)
 
 
 def candidate_line(source: str | None, line_in_source: int | None, text: str) -> int | None:
@@ -102,11 +93,6 @@ class BuildRegistry:
 
 
 REGISTRY = BuildRegistry()
-
-
-def kernel_names(source: str) -> set[str]:
-    """The `__global__` functions a source defines (a candidate's module: its CUDA strings included)."""
-    return set(_GLOBAL_FN.findall(source))
 
 
 def cuda_arch() -> str:

@@ -494,7 +494,8 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
         json.dumps({"key": key, "seconds": seconds, "kernels": [k.model_dump() for k in kernels]})
     )
     steps = compile_steps(tmp)
-    cache.publish(tmp, final)  # False: another process finished the same build first; theirs is as good
+    published = _kept_for_symbols(tmp) if os.environ.get(SANITIZE_BUILD_ENV) else tmp
+    cache.publish(published, final)  # False: another process finished the same build first; theirs is as good
     cache.pin(final, for_process=True)
     cache.evict(cache_dir)
     REGISTRY.builds.append(
@@ -509,6 +510,15 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
         )
     )
     return CountingModule(module) if call["is_python_module"] else module
+
+
+def _kept_for_symbols(tmp: Path) -> Path:
+    """A sanitized build publishes a copy: this process keeps the library it loaded where it was built, and
+    ASan's symbolizer reads it there when it reports (renamed away, the candidate's frames go unnamed). The
+    parent removes the build folder once the worker is done (tools.supervise.jobs.sweep_build_tmp)."""
+    copy = tmp.with_name(f"{tmp.name}-publish")
+    shutil.copytree(tmp, copy, symlinks=True)
+    return copy
 
 
 def install(progress: wire.BuildProgress | None = None) -> None:

@@ -352,7 +352,7 @@ def sanitizer_fault(kind: str) -> str:
         # 63 floats, 252 bytes: the caching allocator's block holds 512, so the read past them is harmless
         # without the tool; under it the tensor is its own cudaMalloc of 252 bytes
         "oob_read": "torch.zeros(63, device=x.device)",
-        "uninit_global": "torch.empty(64, device=x.device)  # never written",
+        "uninit_global": "torch.empty(64, device=x.device)",  # never written
     }.get(kind, "x")
     src = with_module_code(
         f"_SAN_CU = r'''{cu}'''",

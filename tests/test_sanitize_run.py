@@ -200,3 +200,29 @@ def test_the_models_text_the_terminal_and_the_report_show_the_sanitizer() -> Non
     assert line in shown
     assert "memcheck: errors, 2 errors (30 s of 120 s)" in shown
     assert line in bench_html(result, None)
+
+
+@pytest.mark.parametrize(
+    ("tools", "why"),
+    [
+        ("memcheck", "memcheck cannot check a cpu problem (use asan)"),
+        (
+            "memcheck,valgrind",
+            "tools are memcheck, racecheck, initcheck, synccheck, asan; got 'memcheck,valgrind'",
+        ),
+    ],
+)
+def test_agent_bench_refuses_tools_that_cannot_sanitize_the_problem(
+    tmp_path: Path, tools: str, why: str
+) -> None:
+    """Before any evaluation: compute-sanitizer's tools are for CUDA problems, asan for CPU ones."""
+    kernel = tmp_path / "k.py"
+    kernel.write_text("class ModelNew:\n    pass\n")
+    problem = REPO / "tests" / "problems" / "scan_tiny.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "bench", str(problem), str(kernel), "--sanitize-tools", tools],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert why in done.stderr
+    assert done.stdout == ""

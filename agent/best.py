@@ -28,6 +28,9 @@ RECHECK_WITHIN = 0.75  # ... among those within this fraction of the best speedu
 # one kernel's time moves by a few percent over a run (H200 gate, 2026-12-01: 0.7 % and 3.9 %), so a kernel
 # timed 10 % slower cannot come out ahead, and re-measuring it cost the gate 17 s of its 300.
 RECHECK_MARGIN = 0.10
+# ... and, once one stands, no further kernel is re-measured after this many seconds of re-checking: the CPU
+# demo's re-check took 217 s, longer than all its turns.
+RECHECK_BUDGET_S = 120.0
 
 
 class Recorder(Protocol):
@@ -69,6 +72,7 @@ class Standings:
         self.best = best
         self.candidates = list(candidates or [])
         self._claimed: BestRecord | None = None
+        self.recheck_seconds = 0.0  # the final re-check's, for the run's time split
 
     def add(self, kernel: TimedKernel) -> None:
         with self.lock:
@@ -134,11 +138,15 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
     """Re-benchmark the shortlist with fresh seeds and more repetitions, fastest first, skipping those that
     could no longer overtake; the fastest correct one is the final best. When none stays correct, best.py
     is removed."""
-    recorder.set_phase("rechecking")
     winner: BestRecord | None = None
-    for i, kernel in enumerate(standings.shortlist(), start=1):
+    shortlist = standings.shortlist()
+    began = time.monotonic()
+    for i, kernel in enumerate(shortlist, start=1):
         if not could_overtake(kernel, winner):
             continue
+        if winner is not None and time.monotonic() - began > RECHECK_BUDGET_S:
+            break
+        recorder.set_phase(f"rechecking {kernel.kernel_path} ({i} of {len(shortlist)})")
         code = (setup.log.dir / kernel.kernel_path).read_text()
         started = time.monotonic()
         result = FINAL_RECHECK.run(ToolJob(setup.problem, code, kernel.kernel_path, None, setup.executor))
@@ -158,6 +166,7 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
         )  # fmt: skip
         if timed is not None and (winner is None or timed.speedup > winner.speedup):
             winner = BestRecord(**timed.model_dump(), final=True, bench=result.model_dump(mode="json"))
+    standings.recheck_seconds += time.monotonic() - began
     if winner is None:
         message = "no candidate stayed correct under fresh seeds; best.py removed"
         recorder.record(ErrorEvent(turn=turn, where="final_recheck", message=message))

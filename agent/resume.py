@@ -10,6 +10,7 @@ from agent import toolbox
 from agent.best import Standings, timed_kernel
 from agent.conversation import State, add_reply, pending_tool_calls, tool_result_block
 from agent.prompt import first_user_message
+from agent.providers import model_spec
 from agent.runlog.events import (
     BestEvent,
     ModelCallEvent,
@@ -44,7 +45,7 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
     ended = [e for e in read_events(run_dir) if isinstance(e, RunEndEvent)]
     if ended and ended[-1].exit_status == "Finished":
         raise CannotResume(f"--resume {run_dir}: the model already ended this run; start a new one")
-    if model_arg and model_arg != info.model:
+    if model_arg and model_arg not in (info.model, model_spec(info.provider, info.model)):
         raise CannotResume(
             f"--resume: the run used model {info.model!r}; cannot continue it with {model_arg!r}"
         )

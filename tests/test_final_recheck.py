@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, cast
 
+import pytest
+
 from agent.best import Standings, could_overtake, final_recheck
 from agent.run_setup import RunSetup
 from agent.runlog.events import BestRecord, Event, TimedKernel
@@ -52,16 +54,21 @@ class Log:
 class Recorder:
     def __init__(self) -> None:
         self.events: list[Event] = []
+        self.phases: list[str] = []
 
     def record(self, event: Event) -> None:
         self.events.append(event)
 
     def set_phase(self, phase: str) -> None:
-        pass
+        self.phases.append(phase)
 
 
 def recheck(
-    tmp_path: Path, tiny: Problem, timed: list[TimedKernel], rechecked: list[float | None]
+    tmp_path: Path,
+    tiny: Problem,
+    timed: list[TimedKernel],
+    rechecked: list[float | None],
+    recorder: Recorder | None = None,
 ) -> tuple[list[str], BestRecord | None]:
     """Run the final re-check over kernels timed as `timed`, which re-check as `rechecked` (same order)."""
     (tmp_path / "kernels").mkdir()
@@ -71,7 +78,8 @@ def recheck(
     log = Log(tmp_path)
     setup = cast(RunSetup, type("Setup", (), {"problem": tiny, "log": log, "executor": executor})())
     standings = Standings(best=min(timed, key=lambda k: k.median_ms), candidates=timed)
-    final_recheck(standings, setup, Recorder(), turn=5)
+    final_recheck(standings, setup, recorder or Recorder(), turn=5)
+    assert standings.recheck_seconds > 0  # counted in the run's time split (summary.json)
     return executor.measured, log.best
 
 
@@ -108,3 +116,31 @@ def test_could_overtake_is_a_margin_on_the_rechecked_time() -> None:
     assert could_overtake(kernel(2, 5.0), None)
     assert could_overtake(kernel(2, 2.19), winner)
     assert not could_overtake(kernel(2, 2.21), winner)
+
+
+def test_the_live_line_names_the_kernel_being_rechecked(tmp_path: Path, tiny: Problem) -> None:
+    recorder = Recorder()
+    recheck(tmp_path, tiny, [kernel(1, 1.0), kernel(2, 1.05)], [1.0, 1.04], recorder)
+    assert recorder.phases == ["rechecking kernels/001.py (1 of 2)", "rechecking kernels/002.py (2 of 2)"]
+
+
+def test_no_further_kernel_is_rechecked_past_the_budget_once_one_stands(
+    tmp_path: Path, tiny: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.best
+
+    monkeypatch.setattr(agent.best, "RECHECK_BUDGET_S", 0.0)
+    measured, best = recheck(tmp_path, tiny, [kernel(1, 1.0), kernel(2, 1.05)], [1.0, 1.04])
+    assert measured == ["kernels/001.py"]
+    assert best is not None
+
+
+def test_past_the_budget_a_failed_fastest_still_leaves_the_next_to_be_measured(
+    tmp_path: Path, tiny: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import agent.best
+
+    monkeypatch.setattr(agent.best, "RECHECK_BUDGET_S", 0.0)
+    measured, best = recheck(tmp_path, tiny, [kernel(1, 1.0), kernel(2, 1.3)], [None, 1.3])
+    assert measured == ["kernels/001.py", "kernels/002.py"]
+    assert best is not None

@@ -331,7 +331,9 @@ def test_report_of_a_parallel_scripted_cpu_run(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     args = ["--model", "scripted", "--parallel", "2", "--branches", "1", "--max-turns", "2"]
     done = agent("run", "tests/problems/scan_tiny_playback.yaml", *args, "--runs-dir", str(runs))
-    assert done.returncode == 0, done.stderr[-3000:]
+    # 4: every trajectory reached --max-turns; 0: their ends differed (which one ends how depends on which
+    # kernel was best when the branch started, so on the timings).
+    assert done.returncode in (0, 4), done.stderr[-3000:]
     (run_dir,) = runs.iterdir()
     run = load_run(run_dir)
     page = write_report(run, tmp_path / "report.html")

@@ -42,7 +42,9 @@ def test_view_commands_are_registered() -> None:
 def test_show(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["show", str(COMPLETE), "--last", "1", "--no-code"]) == 0
     out = capsys.readouterr().out
-    assert "turn 5 · 9.8s turn · 9.8s LLM · 0.0s tools · tokens in=7,300 · out=420 · total=7,720" in out
+    assert (
+        "turn 5 · 9.8s turn · 9.8s LLM · 0.0s tools · tokens in=7,300 · out=420 · total=7,720 · $0.019" in out
+    )
     assert "turn 4 ·" not in out
     assert "❱" not in out
 

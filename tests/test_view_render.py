@@ -35,7 +35,7 @@ def show(run_dir: Path, opts: ShowOptions | None = None, width: int = 140) -> st
 
 
 TURN_1 = """\
-turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468
+turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468 · $0.133
 reasoning
   The reference materialises dA and dB as [B, L, D, N] tensors: 1 GiB at the primary shape.
   One thread per (batch, channel) with the 16 states in registers avoids that entirely.
@@ -87,7 +87,7 @@ new best: 31.7× · kernels/005.py · 1.820 ms (rse 0.3%)
 def footer(run_dir: Path) -> str:
     return f"""\
 total ─
-time    6m 07s wall · 142.5s LLM (39%) · 182.8s tools (50%)
+time    6m 07s wall · 142.5s LLM (39%) · 182.8s tools (50%) · 35.3s final re-check (10%)
 tokens  in=26,255 (input 2,395 · cache read 16,820 · cache write 7,040) · out=10,833 (thinking 6,850) · total=37,088
 cost    $0.335
 best    31.2× · kernels/005.py · turn 4, re-checked · saved as {run_dir / "best.py"}
@@ -97,15 +97,16 @@ turns   5 · finished (submitted)"""
 def test_turn_header_is_exactly_the_known_format() -> None:
     lines = show(COMPLETE).splitlines()
     assert (
-        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468" in lines
+        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468 · $0.133"
+        in lines
     )
     headers = [line for line in lines if line.startswith("turn ") and " · " in line]
     assert headers == [
-        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468",
-        "turn 2 · 60.5s turn · 31.2s LLM · 29.3s tools · tokens in=3,792 · out=2,210 · total=6,002",
-        "turn 3 · 66.4s turn · 27.9s LLM · 38.5s tools · tokens in=5,630 · out=1,890 · total=7,520",
-        "turn 4 · 61.3s turn · 25.1s LLM · 36.2s tools · tokens in=6,728 · out=1,650 · total=8,378",
-        "turn 5 · 9.8s turn · 9.8s LLM · 0.0s tools · tokens in=7,300 · out=420 · total=7,720",
+        "turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468 · $0.133",
+        "turn 2 · 60.5s turn · 31.2s LLM · 29.3s tools · tokens in=3,792 · out=2,210 · total=6,002 · $0.067",
+        "turn 3 · 66.4s turn · 27.9s LLM · 38.5s tools · tokens in=5,630 · out=1,890 · total=7,520 · $0.062",
+        "turn 4 · 61.3s turn · 25.1s LLM · 36.2s tools · tokens in=6,728 · out=1,650 · total=8,378 · $0.053",
+        "turn 5 · 9.8s turn · 9.8s LLM · 0.0s tools · tokens in=7,300 · out=420 · total=7,720 · $0.019",
     ]
 
 
@@ -159,7 +160,7 @@ def test_partial_run_shows_the_cut_off_turn() -> None:
     text = show(PARTIAL, ShowOptions(code=False))
     assert "status   killed" in text
     assert (
-        "turn 3 · incomplete (no turn_end) · 30.4s LLM · 0.0s tools · tokens in=4,391 · out=2,050 · total=6,441\n"
+        "turn 3 · incomplete (no turn_end) · 30.4s LLM · 0.0s tools · tokens in=4,391 · out=2,050 · total=6,441 · $0.060\n"
         "reasoning\n"
         "  Next: 32 threads per block, so more blocks cover the channels.\n"
         "assistant\n"
@@ -173,7 +174,8 @@ def test_partial_run_shows_the_cut_off_turn() -> None:
         "turns   3 · killed\nnote    events.jsonl line 9 is truncated (the writer was cut off); ignored"
     )
     assert (
-        "turn 1 · 128.5s turn · 40.2s LLM · 88.2s tools · tokens in=2,800 · out=3,920 · total=6,720" in text
+        "turn 1 · 128.5s turn · 40.2s LLM · 88.2s tools · tokens in=2,800 · out=3,920 · total=6,720 · $0.115"
+        in text
     )
 
 

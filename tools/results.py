@@ -151,6 +151,9 @@ class ShapeTiming(Model):
     candidate: TimingStats | None = None
     reference: TimingStats | None = None
     reference_cached: bool = False
+    reference_check: TimingStats | None = Field(
+        None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
+    )
     speedup: float | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""

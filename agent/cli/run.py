@@ -38,8 +38,14 @@ def register(subparsers: Any) -> None:
     p.add_argument("problem", nargs="?", help="problem spec (.yaml) or KernelBench .py; omit with --resume")
     p.add_argument(
         "--model",
-        help=f"a Claude model id, or 'scripted' (default: {DEFAULT_MODEL} if ANTHROPIC_API_KEY is set, "
-        "else the problem's scripted playback)",
+        help=f"a Claude model id, openai:<model> (any OpenAI-compatible server; key in OPENAI_API_KEY), or "
+        f"'scripted' (default: {DEFAULT_MODEL} if ANTHROPIC_API_KEY is set, else the problem's scripted playback)",
+    )
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="with --model openai:<model>: the server's API root, e.g. http://localhost:8000/v1 for vLLM "
+        "(default: $OPENAI_BASE_URL, else OpenAI's; on --resume: the run's own)",
     )
     p.add_argument(
         "--max-turns",
@@ -141,6 +147,8 @@ class UsageError(Exception):
 
 
 def handle(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+
     from agent import exits
     from agent.cli.console import make_console
 
@@ -152,7 +160,7 @@ def handle(args: argparse.Namespace) -> int:
     try:
         agent = build_agent(args, console)
     except (UsageError, CannotResume, ProblemError, ProviderError) as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}")  # as written: "kernel-agent[openai]" is no markup
         return exits.USAGE
     try:
         outcome = run_live(agent, console)
@@ -193,15 +201,16 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         return resume_agent(args, console)
     if not args.problem:
         raise UsageError("agent run: give a PROBLEM, or --resume RUN_DIR")
-    from agent.providers import choose_model, make_provider
+    from agent.providers import choose_model, price_note
     from tools.problem import load_problem
 
     problem = load_problem(args.problem)
     model, notice = choose_model(args.model)
     trajectory = trajectory_path(problem)
-    provider = make_provider(model, trajectory)
-    if notice:
-        console.print(f"[yellow]{notice}[/]")
+    provider = provider_for(model, trajectory, args.base_url, args.max_cost)
+    for line in (notice, price_note(provider)):
+        if line:
+            console.print(f"[yellow]{line}[/]")
     config = RunConfig(
         problem_path=str(problem.path),
         provider=provider.name,
@@ -216,6 +225,7 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         gpus=choose_gpus(problem, args.gpus),
         executor=args.executor,
         ray_address=args.ray_address,
+        base_url=getattr(provider, "base_url", None),
         sanitize=sanitize_mode(args.sanitize),
     )
     if config.sanitize == "on":  # before the run folder exists: a run that cannot start leaves none
@@ -226,6 +236,26 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
     if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
         return new_parallel_run(problem, provider, config, runs_dir_of(args), console)
     return new_agent(problem, provider, config, runs_dir_of(args), console)
+
+
+def provider_for(
+    model: str, trajectory: Path | None, base_url: str | None, max_cost: float | None
+) -> Provider:
+    """`make_provider`, with what the command line must refuse: a missing optional SDK, and a cost budget
+    for a model whose price is unknown (it would never stop the run). The price note is printed later."""
+    from agent.providers import make_provider, price_note
+
+    try:
+        provider = make_provider(model, trajectory, base_url)
+    except ModuleNotFoundError as exc:
+        if not model.startswith("openai:"):
+            raise
+        raise UsageError(
+            f"--model {model} needs the openai SDK: pip install 'kernel-agent[openai]' ({exc})"
+        ) from None
+    if max_cost is not None and (note := price_note(provider)):
+        raise UsageError(f"--max-cost cannot limit this run: {note}")
+    return provider
 
 
 def runs_dir_of(args: argparse.Namespace) -> Path:
@@ -352,7 +382,9 @@ def new_agent(
 
 
 def resume_agent(args: argparse.Namespace, console: Console) -> Agent:
-    return reopen_agent(Path(args.resume), console, args.problem, args.model, limit_overrides(args))
+    return reopen_agent(
+        Path(args.resume), console, args.problem, args.model, limit_overrides(args), base_url=args.base_url
+    )
 
 
 def reopen_agent(
@@ -362,23 +394,28 @@ def reopen_agent(
     model_arg: str | None = None,
     overrides: dict[str, Any] | None = None,
     provider: Provider | None = None,
+    base_url: str | None = None,
 ) -> Agent:
-    """An agent continuing the run in `run_dir` exactly where its log ends."""
+    """An agent continuing the run in `run_dir` exactly where its log ends (an OpenAI-compatible run at
+    the server it used, unless `base_url` moves it)."""
     from agent.loop import Agent
-    from agent.providers import make_provider
+    from agent.providers import model_spec, price_note
     from agent.resume import resumable, state_from_log
     from agent.runlog.writer import RunLog
     from agent.shared import Shared
 
     info, problem = resumable(run_dir, problem_arg, model_arg)
+    config = info.config.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
     if provider is None:
         trajectory = Path(info.config.trajectory) if info.config.trajectory else trajectory_path(problem)
-        provider = make_provider(info.model if info.provider == "anthropic" else "scripted", trajectory)
-    config = info.config.model_copy(update={k: v for k, v in (overrides or {}).items() if v is not None})
+        spec, url = model_spec(info.provider, info.model), base_url or info.config.base_url
+        provider = provider_for(spec, trajectory, url, config.max_cost_usd)
     (run_dir / "summary.json").unlink(missing_ok=True)  # running again: a viewer must not see it as ended
     log = RunLog.reopen(run_dir)
     state, standings = state_from_log(problem, run_dir)
     console.print(f"resuming [bold]{run_dir}[/] at turn {state.turn + 1} · {describe_provider(provider)}")
+    if note := price_note(provider):
+        console.print(f"[yellow]{note}[/]")
     setup = run_setup(problem, provider, config, make_executor(config), log, console)
     return Agent(setup, state, Shared(standings))
 
@@ -414,7 +451,8 @@ def system_for(problem: Problem, config: RunConfig) -> str:
 def describe_provider(provider: Provider) -> str:
     if provider.scripted:
         return f"[yellow]scripted playback[/] of {getattr(provider, 'path', 'a trajectory')} (no model calls, zero cost)"
-    return f"{provider.name} · {provider.model}"
+    where = getattr(provider, "base_url", None)  # an OpenAI-compatible server's (no secret: public_url)
+    return f"{provider.name} · {provider.model}" + (f" at {where}" if where else "")
 
 
 def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:

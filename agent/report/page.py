@@ -56,6 +56,7 @@ def summary_html(run: RunData) -> str:
             "time",
             esc(
                 f"{fmt_duration(run.wall_seconds)} wall · {run.llm_seconds:.1f}s LLM · {run.tool_seconds:.1f}s tools"
+                + (f" · {run.recheck_seconds:.1f}s final re-check" if run.recheck_seconds else "")
             ),
         ),
         ("tokens", scripted if run.scripted else esc(tokens_by_kind(run.usage))),

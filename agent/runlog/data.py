@@ -190,6 +190,14 @@ class RunData:
         return self.summary.tool_seconds if self.summary else sum(t.tool_seconds for t in self.turns)
 
     @property
+    def recheck_seconds(self) -> float:
+        """The final re-check's seconds (after the last turn; a log from before the summary kept them:
+        its re-check calls' own)."""
+        if self.summary and self.summary.recheck_seconds:
+            return self.summary.recheck_seconds
+        return sum(c.seconds for t in self.turns for c in t.tool_calls if c.name == "final_recheck")
+
+    @property
     def turn_count(self) -> int:
         if self.summary:
             return self.summary.turns

@@ -191,6 +191,9 @@ class RunConfig(BaseModel):
     gpus: list[int] | None = Field(None, description="local GPUs used (None: all visible)")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = None
+    base_url: str | None = Field(
+        None, description="an OpenAI-compatible run's server, without credentials or query (resume uses it)"
+    )
     sanitize: Literal["auto", "on", "off"] = Field(
         "auto", description="new bests sanitized before they count: auto = where the sanitizer runs here"
     )
@@ -232,6 +235,7 @@ class RunSummary(Versioned):
     wall_seconds: float
     llm_seconds: float = 0.0
     tool_seconds: float = 0.0
+    recheck_seconds: float = Field(0.0, description="the final re-check's, after the last turn")
     best_speedup: float | None = None
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
     scripted: bool = False

@@ -30,6 +30,7 @@ from agent.views.fmt import (
     DIM,
     OK_STYLE,
     SCRIPTED_LABEL,
+    fmt_cost,
     fmt_ms,
     fmt_seconds,
     fmt_speedup,
@@ -49,10 +50,13 @@ def turn_label(turn: TurnData) -> str:
 
 
 def turn_header(turn: TurnData, scripted: bool) -> Text:
-    """`turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468`."""
+    """`turn 1 · 127.4s turn · 48.5s LLM · 78.8s tools · tokens in=2,805 · out=4,663 · total=7,468 · $0.057`
+    (the cost, from the provider's price table, where it is not zero: a model of unknown price has none)."""
     parts = [f"{fmt_seconds(turn.turn_seconds)} turn" if turn.complete else "incomplete (no turn_end)"]
     parts += [f"{fmt_seconds(turn.llm_seconds)} LLM", f"{fmt_seconds(turn.tool_seconds)} tools"]
     parts.append(SCRIPTED_LABEL if scripted else tokens_line(turn.usage))
+    if not scripted and turn.cost_usd:
+        parts.append(fmt_cost(turn.cost_usd))
     return Text.assemble((turn_label(turn), "bold"), (" · " + " · ".join(parts), "bold dim"))
 
 

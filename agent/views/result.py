@@ -185,6 +185,15 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     cached = [t.name for t in result.timings if t.reference_cached]
     if full and cached:
         yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
+    for t in result.timings:
+        if full and t.reference_check is not None and t.reference_cached and t.reference is not None:
+            yield Text(
+                f"{t.name}: the cached reference ({t.reference.median_ms:.3f} ms) agreed with the reference "
+                f"timed beside the candidate ({t.reference_check.median_ms:.3f} ms)",
+                style=DIM,
+            )
+    for notice in result.notices:
+        yield Text(f"note: {notice}", style="yellow")
     line = usage_line(result.usage) if result.usage else None
     if line is not None:
         yield line

@@ -176,6 +176,8 @@ def run_footer(run: RunData) -> Group:
     total = wall if wall else llm + tools
     time = f"{fmt_duration(wall)} wall · {fmt_seconds(llm)} LLM ({fmt_pct(llm, total)}) · "
     time += f"{fmt_seconds(tools)} tools ({fmt_pct(tools, total)})"
+    if recheck := run.recheck_seconds:
+        time += f" · {fmt_seconds(recheck)} final re-check ({fmt_pct(recheck, total)})"
     rows: list[tuple[str, RenderableType]] = [("time", time)]
     if run.scripted:
         rows += [("tokens", f"none ({SCRIPTED_LABEL})"), ("cost", f"none ({SCRIPTED_LABEL})")]

@@ -93,3 +93,20 @@ def compare(
         **fields,
         **base,
     )
+
+
+def constant_passes(
+    truth: torch.Tensor, spec_tol: Tolerance, ref_err: dict[str, float] | None = None
+) -> bool:
+    """Whether one value everywhere (the truth's mean) would pass against `truth`: a check that cannot tell
+    a kernel from a constant (KernelBench has references whose output is constant, e.g. a softmax over a
+    dimension of size 1). A range wider than twice the widest bound rules it out without a comparison."""
+    if truth.numel() == 0:
+        return True
+    t = truth.to(torch.float64)
+    tol = spec_tol.widened((ref_err or {}).get("ref_max_abs_err"), (ref_err or {}).get("ref_rel_l2_err"))
+    low, high = float(t.min()), float(t.max())
+    if high - low > 2 * (tol.atol + tol.rtol * max(abs(low), abs(high))):
+        return False
+    constant = torch.full(t.shape, float(t.mean()), dtype=torch.float32)
+    return compare("constant", constant, t, spec_tol, {}, ref_err).status == "passed"

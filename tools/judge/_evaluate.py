@@ -16,11 +16,13 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
+from tools.judge._paired import check_cached_reference
 from tools.judge._plan import Prepared, obtain, prefetch, reference_cached, worker_kind
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import (
     Verdicts,
     case_results,
+    checks_a_constant_passes,
     failure_lead,
     overall_status,
     summary,
@@ -182,6 +184,10 @@ def _evaluate(
         result, again = _remeasure(problem, job, verdicts, result, ref_msgs, launch)
         clock["remeasure"] = time.monotonic() - remeasuring
         suspicious = suspicious or _suspicious(again, result.status in CLEAN_STATUSES and not result.flags)
+    if result.status == "ok":
+        checking = time.monotonic()
+        result = check_cached_reference(problem, plan, job, ev, result)
+        clock["reference_check"] = time.monotonic() - checking
     return result, suspicious
 
 
@@ -290,6 +296,14 @@ def _verdict(
     cases = case_results(verdicts, outcome)
     timings, usage = timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
     usage_guards(verdicts, problem, usage)
+    constant_passes_at, checks = checks_a_constant_passes(verdicts)
+    if checks and len(constant_passes_at) == checks:
+        verdicts.flag(
+            "constant_output_passes",
+            "a constant output would pass every check of this problem (each case's and shape's truth is "
+            "constant within the tolerance): no kernel can be judged correct on it; give the problem inputs "
+            "or parameters whose outputs vary",
+        )
     status = overall_status(cases, timings, verdicts, outcome)
     if status != "ok" and verdicts.disagreements:  # already not counted: say so, no re-measure needed
         verdicts.flag("timing_mismatch", "; ".join(verdicts.disagreements.values()), disqualifying=False)
@@ -310,6 +324,11 @@ def _verdict(
         **base,
     )
     result.message = failure_lead(status, outcome, verdicts) + summary(result, problem)
+    if constant_passes_at and len(constant_passes_at) < checks:
+        result.notices.append(
+            f"a constant output would pass {', '.join(constant_passes_at)} (its truth is constant within the "
+            "tolerance): those checks cannot tell a kernel from a constant; the others can"
+        )
     return result
 
 

@@ -16,6 +16,8 @@ up to `other`):
   timing            timing every shape, re-check outputs written, profiling
   candidate_exit    worker exit, sweep of leftover processes
   judge             the parent's re-check of timed outputs and its verdict
+  remeasure         the shapes whose clocks disagreed, timed again in a fresh worker (rare)
+  reference_check   the reference timed again briefly, to check its cached median (tools/judge/_paired.py)
   other             the remainder
 """
 

@@ -12,7 +12,7 @@ import torch
 from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge._calls import CallSchedule
-from tools.judge._compare import compare
+from tools.judge._compare import compare, constant_passes
 from tools.judge._plan import Plan
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
@@ -371,3 +371,23 @@ def failure_lead(status: str, outcome: ChildOutcome, verdicts: Verdicts) -> str:
         if fail:
             return f"{status} in {fail.kind} {fail.name}: {fail.message[-600:]}; "
     return ""
+
+
+def checks_a_constant_passes(verdicts: Verdicts) -> tuple[list[str], int]:
+    """The correctness cases and timing shapes whose truth a constant output would pass, and how many
+    checks there are: where every one would, no verdict of this evaluation can be `correct`."""
+    passing, total = [], 0
+    for item in verdicts.plan.cases:
+        truth = verdicts.truths.get(item["name"])
+        if isinstance(truth, torch.Tensor):
+            total += 1
+            if constant_passes(truth, verdicts.problem.spec.tolerance, item.get("ref_err")):
+                passing.append(item["name"])
+    for item in verdicts.plan.timing:
+        sets = verdicts.truths.get(item["name"]) or []
+        if sets:
+            total += 1
+            errors = item.get("ref_errors") or [None]
+            if constant_passes(sets[0], verdicts.problem.spec.tolerance, errors[0]):
+                passing.append(item["name"])
+    return passing, total

@@ -1,0 +1,111 @@
+"""The paired check: a cached reference median is used for a speedup only while the reference, timed again
+briefly in the same window as the candidate, agrees with it.
+
+A speedup divides the reference's median by the candidate's. The reference's comes from a cache (timing it
+costs seconds), so it may have been measured under other conditions: the CPU demo on a busy 2-core machine
+reported 0.90× for a kernel that benches 1.7-2.0× later, and on the H200 the same reference ran at 54.5 ms
+on one host and 98.2 ms on another. After the candidate is timed, while the evaluation still holds the
+device, the truth worker times the reference at the primary shape for a few calls. Where that median
+agrees with the cached one (within `MIN_DRIFT`, or the two spreads, and inside the range of the check's
+calls), the cached median stands; where it does not, the fresh median is this result's reference at the
+primary shape and, where steady enough to be served, the cached one from now on; the result says so. The
+other shapes' cached medians are not checked (a check of each would cost the H200 ~1 s a shape).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools import wire
+from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.judge._plan import Plan
+from tools.problem import Problem
+from tools.results import BenchResult, TimingStats
+from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child
+
+CALLS = 5  # the reference's timed calls in a check, after one warm-up
+MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
+SIGMAS = 3.0  # ... or within this many standard errors of the two medians
+CHECK_SECONDS = 10.0  # the check's own bound on its timing loop
+
+
+def agrees(cached: TimingStats, fresh: TimingStats) -> bool:
+    """Within the drift the two spreads allow, and inside the range the check's calls spanned (a check on a
+    loaded machine, 51 % RSE, allows any drift by its spread, but a cached median 1.6x above its slowest
+    call is still not its median)."""
+    drift = abs(fresh.median_ms / cached.median_ms - 1.0)
+    within_spread = drift <= max(MIN_DRIFT, SIGMAS * (cached.rse + fresh.rse))
+    within_range = fresh.min_ms * (1 - MIN_DRIFT) <= cached.median_ms <= fresh.max_ms * (1 + MIN_DRIFT)
+    return within_spread and within_range
+
+
+def check_request(problem: Problem, plan: Plan) -> dict[str, Any]:
+    """The truth worker's request: the reference timed at the primary shape, no truth, no data files."""
+    index = problem.spec.timing.index(problem.primary)
+    item = plan.timing[index]
+    cfg = {
+        **item["reference_cfg"], "warmup": 1, "min_iters": CALLS, "max_iters": CALLS,
+        "max_seconds": min(float(item["reference_cfg"].get("max_seconds", CHECK_SECONDS)), CHECK_SECONDS),
+    }  # fmt: skip
+    check = {"name": item["name"], "sizes": item["sizes"], "seed": item["seed"], "truth_offsets": []}
+    check |= {"time_reference": True, "reference_cfg": cfg}
+    request = {"reference_source": problem.reference_source, "device": problem.spec.device}
+    return request | {"cases": [], "timing": [check]}
+
+
+def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | None) -> ChildOutcome:
+    request = check_request(problem, plan)
+    deadline = Deadline(CHECK_SECONDS * 3 + 30)
+    if pool is not None:
+        return pool.run_truth(problem.data_hash, request, deadline)
+    path = job.private / "reference_check.json"
+    path.write_text(json.dumps(request))
+    workdir = job.private / "reference_check_work"
+    workdir.mkdir(exist_ok=True)
+    env = child_env(workdir, harness=job.harness)
+    return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
+
+
+def check_cached_reference(
+    problem: Problem, plan: Plan, job: Job, pool: WarmPool | None, result: BenchResult
+) -> BenchResult:
+    """`result` (ok, timed against a cached reference median at the primary shape) after the paired check."""
+    primary = result.primary_timing
+    if (
+        primary is None
+        or not primary.reference_cached
+        or primary.reference is None
+        or primary.candidate is None
+    ):
+        return result
+    outcome = time_reference_now(problem, plan, job, pool)
+    ready = outcome.first(wire.TimingReady)
+    fresh = ready.reference if ready is not None else None
+    if fresh is None:
+        err = outcome.first(wire.TruthError)
+        why = err.message if err else f"the truth worker ended with exit {outcome.returncode}"
+        result.notices.append(f"the reference could not be timed again to check its cached median ({why})")
+        return result
+    cached = primary.reference
+    timings = [t.model_copy() for t in result.timings]
+    checked = next(t for t in timings if t.primary)
+    checked.reference_check = fresh
+    if agrees(cached, fresh):
+        return result.model_copy(update={"timings": timings})
+    replaced = fresh.rse <= MAX_CACHED_REFERENCE_RSE
+    if replaced:  # the next evaluations check against it; their truth made ahead stays usable
+        ReferenceTimes(problem, result.env).put(problem.primary, fresh)
+    checked.reference, checked.reference_cached = fresh, False
+    checked.speedup = fresh.median_ms / primary.candidate.median_ms
+    note = (
+        f"{checked.name}: the reference's cached median ({cached.median_ms:.3f} ms) disagreed with the reference "
+        f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "
+        f"timed now{', which replaces the cached one' if replaced else ''}"
+    )
+    others = [t.name for t in timings if not t.primary and t.reference_cached]
+    if others:
+        note += f" (the other shapes' speedups still divide the cached medians: {', '.join(others)})"
+    return result.model_copy(
+        update={"timings": timings, "speedup": checked.speedup, "notices": [*result.notices, note]}
+    )

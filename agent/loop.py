@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from agent import toolbox
-from agent.best import settle, timed_kernel, write_best
+from agent.best import beats, settle, timed_kernel, write_best
 from agent.budget import over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
@@ -190,8 +190,16 @@ class Agent(RunHandle):
                     status="harness_error", is_error=True, summary=text, seconds=seconds,
                 )
             )  # fmt: skip
-        self.state.tool_seconds += (seconds := time.monotonic() - started)
         timed = timed_kernel(result, turn, kernel_path) if tool.times_kernels else None
+        if timed and self.setup.sanitizer and beats(timed.median_ms, timed.rse, self.standings.best):
+            self.set_phase(
+                "sanitizing"
+            )  # before it can count: a finding makes it incorrect (agent.sanitizing)
+            result = self.setup.sanitizer.vet(
+                self.setup.executor, self.setup.problem, code, self.trajectory, kernel_path, result
+            )
+            timed = timed_kernel(result, turn, kernel_path)
+        self.state.tool_seconds += (seconds := time.monotonic() - started)
         claimed = self.standings.claim(timed, result) if timed else None
         text = tool.text(result, timed if claimed else self.standings.best, claimed is not None)
         event = self.record_call(

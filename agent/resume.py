@@ -58,7 +58,7 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
 def ran_trajectories(events: list[Event]) -> bool:
     """Whether the run was driven as a parallel run (its events carry trajectories): `--gpus` makes one
     even with a single trajectory. The GPUs a run used are no sign of it: on a GPU machine a plain run
-    records every visible GPU in its config (agent.cli.run.choose_gpus), and resuming takes them again."""
+    records every visible GPU in its config (agent.cli.run_options.choose_gpus), and resuming takes them again."""
     return any(isinstance(e, TrajectoryEvent) or e.trajectory is not None for e in events)
 
 

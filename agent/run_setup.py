@@ -10,6 +10,7 @@ from agent.budget import Budget
 from agent.execution.executor import Executor
 from agent.providers.base import Provider
 from agent.runlog.writer import RunLog
+from agent.sanitizing import RunSanitizer
 from agent.views.live import Display, NullDisplay
 from tools.problem import Problem
 
@@ -25,6 +26,7 @@ class RunSetup:
     budget: Budget
     executor: Executor  # where compiles and benchmarks run (leased here, or Ray)
     display: Display = field(default_factory=NullDisplay)
+    sanitizer: RunSanitizer | None = None  # new bests sanitized before they count (None: off)
 
     def __post_init__(self) -> None:
         self.executor.on_event = self.log.append  # every lease taken for the run is in its log

@@ -28,7 +28,7 @@ def gpu_candidate_sources(*, gate_only: bool = False) -> dict[str, str]:
 
     makers = (g.baseline, g.kernel_never_returns)  # one per distinct extension
     if not gate_only:
-        makers += (g.three_x_tf32,)
+        makers += (g.three_x_tf32, g.sanitizer_faults)
     return {f"gpu_candidates.{m.__name__}": m() for m in makers}
 
 

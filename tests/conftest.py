@@ -22,6 +22,9 @@ TESTS = Path(__file__).resolve().parent
 
 # Set before any test imports the harness: every child process inherits this one cache.
 os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
+# `agent run` sanitizes each new best where it can (ASan here: an instrumented build of ~50 s a kernel); the
+# suite's runs test other things, and the sanitizer's own tests ask for it (tests/test_sanitize_run.py).
+os.environ.setdefault("KERNEL_AGENT_SANITIZE", "off")
 
 # A shell starts a background job (`pytest &`, nohup) with SIGINT ignored, and every child inherits that:
 # Python then installs no KeyboardInterrupt handler, so the tests that press Ctrl-C on a harness process saw

@@ -76,7 +76,9 @@ def recheck(
         (tmp_path / k.kernel_path).write_text(k.kernel_path)
     executor = Rechecker({k.kernel_path: result(ms) for k, ms in zip(timed, rechecked, strict=True)})
     log = Log(tmp_path)
-    setup = cast(RunSetup, type("Setup", (), {"problem": tiny, "log": log, "executor": executor})())
+    setup = cast(
+        RunSetup, type("Setup", (), {"problem": tiny, "log": log, "executor": executor, "sanitizer": None})()
+    )
     standings = Standings(best=min(timed, key=lambda k: k.median_ms), candidates=timed)
     final_recheck(standings, setup, recorder or Recorder(), turn=5)
     assert standings.recheck_seconds > 0  # counted in the run's time split (summary.json)

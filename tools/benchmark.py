@@ -23,7 +23,7 @@ from tools.judge._evaluate import evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
-from tools.results import BenchResult, CaseResult, ShapeTiming, TimingStats
+from tools.results import BenchResult, CaseResult, SanitizerReport, SanitizerRun, ShapeTiming, TimingStats
 from tools.supervise import WarmPool, kernel_hash, pool_for, visible_gpu
 from tools.toolspec import ToolSpec
 
@@ -180,6 +180,21 @@ def _best_line(best: BestSoFar | None, improved: bool) -> str:
     return f"Best so far: {best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
 
 
+def sanitizer_text(report: SanitizerReport) -> str:
+    """The sanitizer's verdict in one line: status, why, which tools at which case, seconds of its budget."""
+    tools = ", ".join(r.tool for r in report.runs) or "no tool"
+    where = f"{tools} at case {report.case}" if report.case else tools
+    spent = f"; {report.seconds:.0f} s of a {report.budget_s:.0f} s budget" if report.budget_s else ""
+    reused = "; reused: same kernel as before" if report.cached else ""
+    return f"sanitizer {report.status}: {report.message} ({where}{spent}{reused})"
+
+
+def sanitizer_run_text(run: SanitizerRun) -> str:
+    count = f", {run.errors} errors" if run.errors else ""
+    why = f": {run.message}" if run.message else ""
+    return f"{run.tool}: {run.status}{count} ({run.seconds:.0f} s of {run.budget_s:.0f} s){why}"
+
+
 def headline(result: BenchResult) -> str:
     """The first line of the text: status and the one number that matters; it has to stand alone (older
     results are cut down to it when the context is bounded)."""
@@ -211,6 +226,9 @@ def text(result: BenchResult, best: BestSoFar | None, improved: bool) -> str:
         lines.append(f"Passed: {', '.join(passed)}")
     for flag in result.flag_details:
         lines.append(f"  flag {flag.name}{' (disqualifying)' if flag.disqualifying else ''}: {flag.message}")
+    if result.sanitizer is not None:
+        said = sanitizer_text(result.sanitizer)
+        lines.append(said[0].upper() + said[1:])
     if result.timings:
         lines.append("Timings (median ± relative standard error):")
         lines += [_timing_line(t) for t in result.timings]
@@ -218,5 +236,6 @@ def text(result: BenchResult, best: BestSoFar | None, improved: bool) -> str:
         lines.append(head_tail(result.output))
     elif result.status not in ("ok", "incorrect") and result.message.strip().count("\n"):
         lines.append(head_tail(result.message))
+    lines += [f"Note: {notice}" for notice in result.notices]
     lines.append(_best_line(best, improved))
     return "\n".join(lines)

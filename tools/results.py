@@ -195,6 +195,38 @@ class EnvInfo(Model):
     )
 
 
+CUDA_SANITIZER_TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")  # compute-sanitizer's
+CPU_SANITIZER_TOOLS = ("asan",)  # ASan and UBSan in one build and run
+SanitizerRunStatus = Literal["clean", "errors", "timeout", "failed", "unavailable"]
+
+
+class SanitizerRun(Model):
+    """One sanitizer tool's run of the candidate at one small correctness case (tools/judge/_sanitize.py)."""
+
+    tool: str = Field(description="memcheck, racecheck, initcheck, synccheck (compute-sanitizer) or asan")
+    status: SanitizerRunStatus
+    errors: int | None = Field(None, description="what the tool's own summary counted; None: no summary")
+    flag: str = Field("", description="the flag its findings raise, e.g. sanitizer_memcheck")
+    kernel: str = Field("", description="the kernel or function the first finding names")
+    first: str = Field("", description="the first lines of the first finding, as the tool wrote them")
+    message: str = Field("", description="why it timed out, failed or could not run")
+    seconds: float = 0.0
+    budget_s: float = 0.0
+
+
+class SanitizerReport(Model):
+    """The sanitizer tools' verdict on one kernel: `flagged` makes a benchmark not correct; `incomplete`
+    (a tool timed out or failed) and `unavailable` (no tool here) are said, never read as a pass."""
+
+    status: Literal["clean", "flagged", "incomplete", "unavailable"]
+    message: str
+    case: str = Field("", description="the correctness case it ran")
+    runs: list[SanitizerRun] = Field(default_factory=list)
+    seconds: float = 0.0
+    budget_s: float = 0.0
+    cached: bool = Field(False, description="an earlier report on the same kernel and problem, reused")
+
+
 class BenchResult(Model):
     status: BenchStatus
     correct: bool
@@ -220,6 +252,10 @@ class BenchResult(Model):
     output: str = ""
     notices: list[str] = Field(
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"
+    )
+    sanitizer: SanitizerReport | None = Field(
+        None,
+        description="compute-sanitizer or ASan on a small case (`agent bench --sanitize`, a run's new bests)",
     )
 
     @property

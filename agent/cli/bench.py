@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tools.problem import Problem
+    from tools.results import BenchResult
 
 EXIT_CORRECT, EXIT_INCORRECT, EXIT_USAGE, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -32,11 +33,40 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="time the reference again now instead of using its cached time (steadier speedups on a busy host)",
     )
+    bench.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="then run it at the smallest correctness case under the sanitizer: compute-sanitizer memcheck, "
+        "racecheck, initcheck (CUDA problems) or ASan+UBSan (CPU problems); each finding is a flag that "
+        "makes the verdict incorrect",
+    )
+    bench.add_argument(
+        "--sanitize-tools",
+        type=tool_list,
+        metavar="T,T",
+        help="which tools: memcheck, racecheck, initcheck, synccheck (CUDA) or asan (CPU)",
+    )
+    bench.add_argument(
+        "--sanitize-budget",
+        type=float,
+        metavar="S",
+        help="seconds per tool, its start and any build included (default 120; ASan 300)",
+    )
     bench.set_defaults(handler=run_bench)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object")
     check.set_defaults(handler=run_check)
+
+
+def tool_list(text: str) -> tuple[str, ...]:
+    from tools.results import CPU_SANITIZER_TOOLS, CUDA_SANITIZER_TOOLS
+
+    known = (*CUDA_SANITIZER_TOOLS, *CPU_SANITIZER_TOOLS)
+    tools = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    if not tools or any(t not in known for t in tools):
+        raise argparse.ArgumentTypeError(f"tools are {', '.join(known)}; got {text!r}")
+    return tools
 
 
 def _load(problem_path: str) -> Problem | None:
@@ -88,6 +118,9 @@ def run_bench(args: argparse.Namespace) -> int:
     if why := not_a_kernel(source):
         print(f"error: {kernel}: {why}", file=sys.stderr)
         return EXIT_USAGE
+    if why := wrong_tools(problem, args.sanitize_tools):
+        print(f"error: --sanitize-tools: {why}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         result = benchmark(
             problem,
@@ -96,6 +129,8 @@ def run_bench(args: argparse.Namespace) -> int:
             refresh_reference=args.fresh_reference,
             prefetch_next=False,  # one evaluation: nothing to prepare the next one for
         )
+        if args.sanitize or args.sanitize_tools or args.sanitize_budget:
+            result = sanitized(problem, source, result, args.sanitize_tools, args.sanitize_budget)
     except Exception as exc:  # the harness itself broke: say so plainly, exit 3
         if args.json:
             print(json.dumps({"status": "harness_error", "correct": False, "speedup": None, "flags": [],
@@ -112,6 +147,34 @@ def run_bench(args: argparse.Namespace) -> int:
     if result.status == "harness_error":
         return EXIT_HARNESS
     return EXIT_CORRECT if result.correct else EXIT_INCORRECT
+
+
+def wrong_tools(problem: Problem, tools: tuple[str, ...] | None) -> str | None:
+    """Why these tools cannot sanitize this problem (compute-sanitizer's are for CUDA, asan for C++)."""
+    from tools.results import CPU_SANITIZER_TOOLS, CUDA_SANITIZER_TOOLS
+
+    if not tools:
+        return None
+    fits = CPU_SANITIZER_TOOLS if problem.spec.device == "cpu" else CUDA_SANITIZER_TOOLS
+    wrong = [t for t in tools if t not in fits]
+    return (
+        f"{', '.join(wrong)} cannot check a {problem.spec.device} problem (use {', '.join(fits)})"
+        if wrong
+        else None
+    )
+
+
+def sanitized(
+    problem: Problem, source: str, result: BenchResult, tools: tuple[str, ...] | None, budget: float | None
+) -> BenchResult:
+    """The benchmark's result with the sanitizer's verdict folded in; a kernel that did not build and import
+    is not sanitized, and the result says so."""
+    from tools.judge import sanitize, with_sanitizer
+
+    if result.compile is None or result.compile.status not in ("ok", "no_device"):
+        notice = "sanitizer: not run (the kernel did not build and import)"
+        return result.model_copy(update={"notices": [*result.notices, notice]})
+    return with_sanitizer(result, sanitize(problem, source, tools=tools, budget_s=budget))
 
 
 def defaulted_tolerance(problem: Problem) -> dict[str, float]:

@@ -14,6 +14,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.cli.run_options import (  # noqa: F401  (also used from here by the CLI's other commands and tests)
+    SANITIZE_ENV,
+    SanitizeMode,
+    UsageError,
+    choose_gpus,
+    gpu_list,
+    non_negative_int,
+    positive_int,
+    sanitize_mode,
+)
+
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
     from rich.console import Console
 
@@ -26,6 +37,7 @@ if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside th
     from agent.run_setup import RunSetup
     from agent.runlog.events import RunConfig
     from agent.runlog.writer import RunLog
+    from agent.sanitizing import RunSanitizer
     from tools.problem import Problem
 
 
@@ -84,39 +96,19 @@ def register(subparsers: Any) -> None:
     p.add_argument("--executor", choices=["local", "ray"], default="local", help="where tools run")
     p.add_argument("--ray-address", metavar="ADDR", help="Ray cluster to join (default: start a local one)")
     p.add_argument(
+        "--sanitize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run every new best under the sanitizer (compute-sanitizer memcheck, racecheck, initcheck; "
+        "ASan+UBSan on CPU problems) before it counts (default: off; "
+        f"${SANITIZE_ENV}=auto runs it wherever it can run here)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="when the run ends, print its folder and summary as one JSON object",
     )
     p.set_defaults(handler=handle)
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def gpu_list(text: str) -> list[int]:
-    try:
-        gpus = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"a comma-separated list of GPU indices, got {text!r}") from None
-    if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
-        raise argparse.ArgumentTypeError(f"a comma-separated list of distinct GPU indices, got {text!r}")
-    return gpus
-
-
-class UsageError(Exception):
-    """Bad arguments or setup: shown as one line, exit code 2."""
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -199,7 +191,13 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         executor=args.executor,
         ray_address=args.ray_address,
         base_url=getattr(provider, "base_url", None),
+        sanitize=sanitize_mode(args.sanitize),
     )
+    if config.sanitize == "on":  # before the run folder exists: a run that cannot start leaves none
+        from tools.judge import sanitizer_availability
+
+        if why := sanitizer_availability(problem, config.gpus[0] if config.gpus else None):
+            raise UsageError(f"--sanitize: the sanitizer cannot run here: {why}")
     if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
         return new_parallel_run(problem, provider, config, runs_dir_of(args), console)
     return new_agent(problem, provider, config, runs_dir_of(args), console)
@@ -229,22 +227,6 @@ def runs_dir_of(args: argparse.Namespace) -> Path:
     from agent.runlog.reader import default_runs_dir
 
     return Path(args.runs_dir or default_runs_dir())
-
-
-def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | None:
-    """The local GPUs a CUDA problem's timings are spread over: --gpus, else every visible one."""
-    from agent.execution.leases import visible_gpu_count
-
-    if problem.spec.device != "cuda":
-        if requested:
-            raise UsageError(f"--gpus: {problem.name} is a CPU problem")
-        return None
-    count = visible_gpu_count()
-    if requested is None:
-        return list(range(count)) or None
-    if count and max(requested) >= count:
-        raise UsageError(f"--gpus {','.join(map(str, requested))}: only {count} GPU(s) visible")
-    return requested
 
 
 def make_executor(config: RunConfig) -> Executor:
@@ -288,7 +270,29 @@ def run_setup(
     display = RichDisplay(console, provider.scripted)
     system = system_for(problem, config)  # measures the GPU once per host: before anything else uses it
     executor.warm_up(problem)  # the first benchmark's truth and worker, made while the first turn runs
-    return RunSetup(problem, provider, log, system, budget_of(config), executor, display)
+    sanitizer = run_sanitizer(problem, config, console)
+    return RunSetup(problem, provider, log, system, budget_of(config), executor, display, sanitizer)
+
+
+def run_sanitizer(problem: Problem, config: RunConfig, console: Console) -> RunSanitizer | None:
+    """The run's sanitizer as `config.sanitize` asks: off; on (refused where it cannot run here); auto, on
+    where it runs here, else every new best says it was not sanitized and why. Said once, at the start."""
+    from agent.sanitizing import RunSanitizer
+
+    if config.sanitize == "off":
+        return None  # asked for (run.json says so)
+    from tools.judge import sanitizer_availability
+
+    why = sanitizer_availability(problem, config.gpus[0] if config.gpus else None)
+    if why and config.sanitize == "on":
+        raise UsageError(f"--sanitize: the sanitizer cannot run here: {why}")
+    if why:
+        console.print(
+            f"[yellow]sanitizer unavailable[/]: {why}; new bests are accepted unsanitized, and say so"
+        )
+    else:
+        console.print("sanitizer on: every new best runs under it before it counts (--no-sanitize: off)")
+    return RunSanitizer(unavailable=why)
 
 
 def trajectory_path(problem: Problem) -> Path | None:

@@ -12,7 +12,7 @@ from typing import Any
 from rich.markup import escape
 
 from agent.cli.console import make_console
-from agent.cli.run import positive_int
+from agent.cli.run_options import positive_int
 from agent.runlog.reader import RunReadError, default_runs_dir, list_runs, load_run, resolve_run
 
 RUNS_DIR_HELP = "where a run given by name is looked for (default: $KERNEL_AGENT_RUNS, else runs/)"

@@ -25,7 +25,7 @@ from typing import Protocol
 from agent.execution.leases import Leases
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
-from tools.results import BenchResult, CompileResult
+from tools.results import BenchResult, CompileResult, SanitizerReport
 from tools.wire import BuildProgress
 
 
@@ -58,6 +58,11 @@ class LocalEvaluator:
         from tools.benchmark import prepare_ahead
 
         prepare_ahead(problem, gpu=gpu)
+
+    def sanitize(self, problem: Problem, code: str, gpu: int | None) -> SanitizerReport:
+        from tools.judge import sanitize
+
+        return sanitize(problem, code, gpu=gpu)
 
     def kill_all(self) -> None:
         from tools.supervise import kill_all_children
@@ -130,6 +135,16 @@ class Executor(ABC):
         kernel, where the executor can (default: nothing; each evaluation makes its own)."""
         del problem  # nothing made ahead by default
 
+    def sanitize(
+        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+    ) -> SanitizerReport:
+        """The sanitizer on a kernel (a run's new best) at the problem's smallest case, where the executor
+        can run it (default: it cannot, and the report says so)."""
+        from tools.judge import unavailable_report
+
+        del problem, code, trajectory, kernel_path
+        return unavailable_report(f"{type(self).__name__} does not run the sanitizer")
+
     @abstractmethod
     def kill_all(self) -> None:
         """Kill what is running now (Ctrl-C)."""
@@ -172,6 +187,17 @@ class LeasedExecutor(Executor):
     ) -> BenchResult:
         with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
             return self.evaluator.evaluate(problem, code, gpu, seed=seed)
+
+    def sanitize(
+        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
+    ) -> SanitizerReport:
+        """Under a timing lease: the sanitizer holds the GPU (or, on a CPU problem, the host) as timing does."""
+        run = getattr(self.evaluator, "sanitize", None)  # an evaluator may not sanitize
+        if run is None:
+            return super().sanitize(problem, code, trajectory, kernel_path)
+        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
+            report: SanitizerReport = run(problem, code, gpu)
+            return report
 
     def warm_up(self, problem: Problem) -> None:
         """Each GPU the run times on (or the host) prepares its first evaluation, if the evaluator can."""

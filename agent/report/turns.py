@@ -16,6 +16,7 @@ from agent.runlog.data import RunData, TrajectoryData, TurnData
 from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
 from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
 from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row
+from tools.benchmark import sanitizer_text
 from tools.results import BenchResult, CompileResult
 
 OK_STATUSES = ("ok", "passed")
@@ -252,6 +253,9 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
     for flag in result.flag_details:
         style = "bad" if flag.disqualifying else "warn"
         parts.append(f'<p class="{style}">flag {esc(flag.name)}: {esc(flag.message)}</p>')
+    if result.sanitizer is not None:
+        style = {"clean": "ok", "flagged": "bad"}.get(result.sanitizer.status, "warn")
+        parts.append(f'<p class="{style}">{esc(sanitizer_text(result.sanitizer))}</p>')
     if result.cases:
         passed = sum(c.status == "passed" for c in result.cases)
         style = "ok" if passed == len(result.cases) else "bad"

@@ -194,6 +194,9 @@ class RunConfig(BaseModel):
     base_url: str | None = Field(
         None, description="an OpenAI-compatible run's server, without credentials or query (resume uses it)"
     )
+    sanitize: Literal["auto", "on", "off"] = Field(
+        "off", description="new bests sanitized before they count: auto = where the sanitizer runs here"
+    )
 
 
 class RunEnvironment(BaseModel):

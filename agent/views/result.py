@@ -10,6 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
+from tools.benchmark import sanitizer_run_text, sanitizer_text
 from tools.results import (
     NOT_APPLICABLE,
     BenchResult,
@@ -17,6 +18,7 @@ from tools.results import (
     CompileResult,
     Diagnostic,
     KernelUsage,
+    SanitizerReport,
     ShapeTiming,
 )
 
@@ -148,6 +150,17 @@ def usage_line(usage: KernelUsage) -> Text | None:
     return Text("device time: " + " · ".join(shares), style=DIM)
 
 
+SANITIZER_STYLE = {"clean": OK_STYLE, "flagged": BAD_STYLE, "incomplete": "yellow", "unavailable": "yellow"}
+
+
+def sanitizer_view(report: SanitizerReport, full: bool) -> Iterator[RenderableType]:
+    """The sanitizer's verdict; `full`: each tool's run as well."""
+    yield Text(sanitizer_text(report), style=SANITIZER_STYLE[report.status])
+    if full:
+        for run in report.runs:
+            yield Text(f"  {sanitizer_run_text(run)}", style=DIM)
+
+
 def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False) -> Iterator[RenderableType]:
     """The verdict, what failed, the timings; `full`: every case and the build as well."""
     yield bench_verdict(result)
@@ -168,6 +181,8 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         if result.message and flag.message.startswith(result.message):
             continue  # the verdict above already says it
         yield Text(f"flag {flag.name}: {flag.message}", style=BAD_STYLE if flag.disqualifying else "yellow")
+    if result.sanitizer is not None:
+        yield from sanitizer_view(result.sanitizer, full)
     if result.timings:
         yield timings_table(result.timings)
     cached = [t.name for t in result.timings if t.reference_cached]

@@ -86,3 +86,17 @@ def python_only_edit() -> str:
 def cpp_syntax_error() -> str:
     src = replace("  auto y = torch::empty_like(x);", "  auto y = torch::empty_like(x);\n  int oops = ;")
     return src.replace('name="scan_cpu_baseline"', 'name="scan_cpu_broken"')
+
+
+def oob_write() -> str:
+    """One float written just past a 16-float heap array the C++ allocates for itself: nothing visible
+    without ASan (glibc's chunk has room for it, the output stays right), a heap-buffer-overflow under it."""
+    src = replace(
+        "  auto y = torch::empty_like(x);",
+        "  auto y = torch::empty_like(x);\n"
+        "  float* scratch = new float[N];\n"
+        "  volatile float* slot = scratch;  // volatile: the store stays\n"
+        "  slot[N] = 0.f;  // one past the end\n"
+        "  delete[] scratch;",
+    )
+    return src.replace('name="scan_cpu_baseline"', 'name="scan_cpu_oob_write"')

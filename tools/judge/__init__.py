@@ -7,12 +7,16 @@ two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.
 - `_plan`: the plan of one evaluation, and truth made ahead of time;
 - `_verdicts`: what is decided while the candidate runs: cases, flags, clocks, library usage;
 - `_compile`: what an import phase came to;
+- `_sanitize`: `sanitize` (compute-sanitizer or ASan on a small case) and `with_sanitizer`, its report folded
+  into a benchmark's verdict; `_sanitizer_output` reads the tools' logs;
 - `_check`: `check_problem` (a spec's reference runs);
 - `_compare`, `_static_checks`, `_phases`, `_calls`: output comparison, source checks, the seconds per
   phase, the timed calls' schedule.
 """
 
 from tools.judge._check import check_problem
+from tools.judge._sanitize import availability as sanitizer_availability
+from tools.judge._sanitize import sanitize, unavailable_report, with_sanitizer
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 
@@ -23,4 +27,8 @@ __all__ = [
     "check_problem",
     "check_source",
     "clock_disagreement",
+    "sanitize",
+    "sanitizer_availability",
+    "unavailable_report",
+    "with_sanitizer",
 ]

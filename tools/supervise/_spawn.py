@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
@@ -281,16 +281,18 @@ def run_child(
     deadline: Deadline,
     on_message: MessageHandler | None = None,
     isolate: bool = False,
+    wrapper: Sequence[str] = (),
 ) -> ChildOutcome:
     """Run `python -m module ARGS CHANNEL_FD` in its own session; kill the group at the deadline.
 
     `on_message` sees each message as it arrives; a string it returns is written to the child's stdin
     as one line (the parent's decisions, e.g. whether to go on to timing). `isolate` (untrusted code)
     runs it in a PID namespace where the machine allows, and afterwards sweeps any process left carrying
-    the job marker of `env` (see tools/supervise/isolation.py).
+    the job marker of `env` (see tools/supervise/isolation.py). `wrapper`: a command that runs the worker as
+    its own child (compute-sanitizer), inside the same containment; the channel's descriptor passes through it.
     """
     read_fd, write_fd = os.pipe()
-    cmd = [sys.executable, "-m", module, *args, str(write_fd)]
+    cmd = [*wrapper, sys.executable, "-m", module, *args, str(write_fd)]
     how = isolation.mode() if isolate else ""
     if isolate:
         cmd = isolation.wrap(cmd)

@@ -15,7 +15,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -132,6 +132,9 @@ def run_candidate(
     launcher: Launcher | None = None,
     secret_dirs: Iterable[Path] = (),
     call_bounds: dict[tuple[str, str], float] | None = None,
+    wrapper: Sequence[str] = (),
+    extra_env: dict[str, str] | None = None,
+    budget_s: float | None = None,
 ) -> ChildOutcome:
     """The candidate worker: the compile budget until it reports its import, then bounds derived from the
     work (tools/supervise/watchdog.py, `call_bounds` per case and shape) under the evaluation's budget.
@@ -140,11 +143,12 @@ def run_candidate(
     in its request and a memory cap on its compiles; afterwards its processes and partial builds are gone.
     `launcher` (warm workers) forks it from a zygote instead of starting a new interpreter; where that is
     not possible it starts cold, and the outcome's notices say why. `secret_dirs`: more folders its guard
-    refuses to read (prepared jobs).
+    refuses to read (prepared jobs). A sanitizer's run: `wrapper` runs the worker under it (always cold: a
+    fork cannot be wrapped), `extra_env` adds its settings, `budget_s` caps the whole run, import included.
     """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
-    watchdog = Watchdog(deadline, limits, call_bounds or {})
+    watchdog = Watchdog(deadline, limits, call_bounds or {}, budget_s=budget_s)
 
     def handle(msg: wire.WorkerMessage) -> str | None:
         watchdog.on_message(msg)
@@ -160,12 +164,12 @@ def run_candidate(
     for name in BUILD_SETTINGS:  # applied by the build, in the worker
         if os.environ.get(name):
             extra[name] = os.environ[name]
-    env = child_env(job.work, extra, harness=job.harness)
+    env = child_env(job.work, {**extra, **(extra_env or {})}, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
     request_path.write_text(json.dumps(request))
     try:
-        outcome = _launch(job, env, request_path, deadline, handle, launcher)
+        outcome = _launch(job, env, request_path, deadline, handle, None if wrapper else launcher, wrapper)
     finally:
         sweep_build_tmp(job)
     if outcome.timed_out:
@@ -180,6 +184,7 @@ def _launch(
     deadline: Deadline,
     handle: MessageHandler,
     launcher: Launcher | None,
+    wrapper: Sequence[str] = (),
 ) -> ChildOutcome:
     """Forked from the warm zygote where possible, else a fresh process; never a silent fallback."""
     notices: list[str] = []
@@ -196,6 +201,7 @@ def _launch(
         deadline=deadline,
         on_message=handle,
         isolate=True,
+        wrapper=wrapper,
     )
     outcome.notices += notices
     outcome.fell_back = launcher is not None

@@ -36,10 +36,17 @@ class Watchdog:
     deadline: Deadline
     limits: Limits
     bounds: dict[tuple[str, str], float] = field(default_factory=dict)
+    budget_s: float | None = None  # a cap on the whole run, import included (a sanitizer's budget per tool)
     step: str = "import (building its extensions)"
     allowed: float = 0.0
     _cap: float | None = None
     _call: float = 0.0
+    _budget_at: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget_s is not None:
+            self._budget_at = time.monotonic() + self.budget_s
+            self.deadline.at = min(self.deadline.at, self._budget_at)
 
     def on_message(self, msg: wire.WorkerMessage) -> None:
         match msg:
@@ -60,11 +67,13 @@ class Watchdog:
 
     def _allow(self, step: str, seconds: float) -> None:
         self.step, self.allowed = step, seconds
-        at = time.monotonic() + seconds
-        self.deadline.at = min(at, self._cap) if self._cap is not None else at
+        caps = [c for c in (self._cap, self._budget_at) if c is not None]
+        self.deadline.at = min([time.monotonic() + seconds, *caps])
 
     def explain(self) -> str:
         """Why the worker was stopped, for the verdict's message."""
+        if self._budget_at is not None and self.deadline.at >= self._budget_at:
+            return f"its budget of {self.budget_s:.0f} s ran out during {self.step}"
         if self._cap is not None and self.deadline.at >= self._cap:
             return f"the evaluation's budget of {self.limits.eval_timeout_s:.0f} s ran out during {self.step}"
         return (

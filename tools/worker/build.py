@@ -17,7 +17,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -38,16 +37,13 @@ from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
 from tools.worker import guard
 from tools.worker.buildlog import as_list, parse_errors, parse_ptxas
 from tools.worker.ccshim import RECORDS, STARTED
+from tools.worker.instrument import ASAN_CFLAGS, ASAN_LDFLAGS, SANITIZE_BUILD_ENV, kernel_names
 
 _ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
 DONE_MARKER = "kernel_agent_build.json"
 LOG_NAME = "build.log"
 SHIM = Path(__file__).resolve().parent / "ccshim.py"
-
-_GLOBAL_FN = re.compile(
-    r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:static\s+)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)"
-)
 
 
 class BuildRegistry:
@@ -133,6 +129,18 @@ def ninja_wrapper(real: str, limit_kb: int) -> str:
     """A `ninja` that caps the address space of itself and every compiler it starts (inherited rlimit):
     set around the build only, since the worker itself maps far more virtual memory (torch, CUDA)."""
     return f'#!/bin/sh\nulimit -v {limit_kb} || exit 1\nexec "{real}" "$@"\n'
+
+
+@contextlib.contextmanager
+def uninstrumented_children() -> Iterator[None]:
+    """The ASan runtime preloaded into a sanitized worker stays out of its build's processes: compilers are
+    not instrumented, and under the build's `ulimit -v` ASan could not even map its shadow memory."""
+    saved = os.environ.pop("LD_PRELOAD", None) if os.environ.get(SANITIZE_BUILD_ENV) else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["LD_PRELOAD"] = saved
 
 
 @contextlib.contextmanager
@@ -299,7 +307,10 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
             flags.append("-Xptxas=-v")
         call["extra_cuda_cflags"] = flags
     for src in call["cuda_sources"] or []:
-        REGISTRY.own_kernel_names.update(_GLOBAL_FN.findall(src))
+        REGISTRY.own_kernel_names.update(kernel_names(src))
+    if os.environ.get(SANITIZE_BUILD_ENV) == "asan" and not call["cuda_sources"]:
+        call["extra_cflags"] = [*as_list(call.get("extra_cflags")), *ASAN_CFLAGS]
+        call["extra_ldflags"] = [*as_list(call.get("extra_ldflags")), *ASAN_LDFLAGS]
     key = build_key(call)
     cache_dir = Path(
         os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home() / ".cache" / "kernel-agent" / "builds"
@@ -335,6 +346,7 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
     try:
         with (
             _stdout_to(log_path),
+            uninstrumented_children(),
             compile_limits(),
             compiler_shims(cache_dir, bool(call["cuda_sources"])),
             watched(call["name"], tmp),
@@ -365,7 +377,8 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
         json.dumps({"key": key, "seconds": seconds, "kernels": [k.model_dump() for k in kernels]})
     )
     steps = compile_steps(tmp)
-    cache.publish(tmp, final)  # False: another process finished the same build first; theirs is as good
+    published = _kept_for_symbols(tmp) if os.environ.get(SANITIZE_BUILD_ENV) else tmp
+    cache.publish(published, final)  # False: another process finished the same build first; theirs is as good
     cache.pin(final, for_process=True)
     cache.evict(cache_dir)
     REGISTRY.builds.append(
@@ -380,6 +393,15 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
         )
     )
     return CountingModule(module) if call["is_python_module"] else module
+
+
+def _kept_for_symbols(tmp: Path) -> Path:
+    """A sanitized build publishes a copy: this process keeps the library it loaded where it was built, and
+    ASan's symbolizer reads it there when it reports (renamed away, the candidate's frames go unnamed). The
+    parent removes the build folder once the worker is done (tools.supervise.jobs.sweep_build_tmp)."""
+    copy = tmp.with_name(f"{tmp.name}-publish")
+    shutil.copytree(tmp, copy, symlinks=True)
+    return copy
 
 
 def install(progress: wire.BuildProgress | None = None) -> None:

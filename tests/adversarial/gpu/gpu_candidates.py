@@ -322,3 +322,57 @@ def illegal_address() -> str:
 
 def out_of_memory() -> str:
     return honest_forward("scratch = torch.empty(1 << 42, device=x.device)  # 16 TiB of float32")
+
+
+# --- for the sanitizer (test_gpu_sanitize.py): correct outputs, faults only a sanitizer sees ------------------
+
+SANITIZER_FAULTS_CU = Path(__file__).resolve().parent / "sanitizer_faults.cu"
+SANITIZER_FAULTS = {"oob_read": 0, "smem_race": 1, "uninit_shared": 2, "uninit_global": 3}
+
+_SANITIZER_CPP = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+extern "C" int adv_san_launch(int which, const float* x, long long n, float* sink, cudaStream_t stream);
+
+void fault(int64_t which, torch::Tensor x, torch::Tensor sink) {
+  TORCH_CHECK(x.is_cuda() && sink.is_cuda() && sink.numel() >= 256, "fault: CUDA tensors, a sink of 256");
+  const int err = adv_san_launch((int)which, x.data_ptr<float>(), x.numel(), sink.data_ptr<float>(),
+                                 c10::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == 0, "fault launch failed: ", cudaGetErrorString((cudaError_t)err));
+}
+"""
+
+
+def sanitizer_fault(kind: str) -> str:
+    """01 with one more kernel launched before its own (sanitizer_faults.cu): its results go to a scratch
+    tensor nobody reads, so every case passes. One extension serves the four kinds."""
+    cu = SANITIZER_FAULTS_CU.read_text()
+    operand = {
+        # 63 floats, 252 bytes: the caching allocator's block holds 512, so the read past them is harmless
+        # without the tool; under it the tensor is its own cudaMalloc of 252 bytes
+        "oob_read": "torch.zeros(63, device=x.device)",
+        "uninit_global": "torch.empty(64, device=x.device)",  # never written
+    }.get(kind, "x")
+    src = with_module_code(
+        f"_SAN_CU = r'''{cu}'''",
+        f"_SAN_CPP = r'''{_SANITIZER_CPP}'''",
+        "_san = load_inline(",
+        '    name="adv_sanitizer_faults",',
+        "    cpp_sources=_SAN_CPP,",
+        "    cuda_sources=_SAN_CU,",
+        '    functions=["fault"],',
+        '    extra_cuda_cflags=["-O3", "-lineinfo"],',
+        "    no_implicit_headers=True,",
+        ")",
+    )
+    return honest_forward(
+        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
+        f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
+        src=src,
+    )
+
+
+def sanitizer_faults() -> str:
+    """The sanitizer fault candidates' one extension (for bench/prebuild.py: one build serves the four)."""
+    return sanitizer_fault("oob_read")

@@ -1,0 +1,74 @@
+"""What `agent run`'s options mean before a run starts: argument types, the sanitizer mode, the GPUs to
+time on, and the one error a bad option or setup raises (`UsageError`: one line, exit code 2)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from tools.problem import Problem
+
+
+SANITIZE_ENV = "KERNEL_AGENT_SANITIZE"
+
+
+SanitizeMode = Literal["auto", "on", "off"]
+DEFAULT_SANITIZE = "off"
+
+
+def sanitize_mode(flag: bool | None) -> SanitizeMode:
+    """--sanitize / --no-sanitize, else $KERNEL_AGENT_SANITIZE, else off: compute-sanitizer has not run on
+    the H200 yet, and on the CPU each new kernel's ASan build costs 40-80 s (auto: on where it runs)."""
+    if flag is not None:
+        return "on" if flag else "off"
+    mode = os.environ.get(SANITIZE_ENV, DEFAULT_SANITIZE).strip().lower()
+    modes: dict[str, SanitizeMode] = {"auto": "auto", "on": "on", "off": "off"}
+    if mode in modes:
+        return modes[mode]
+    raise UsageError(f"${SANITIZE_ENV}: auto, on or off, got {mode!r}")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def gpu_list(text: str) -> list[int]:
+    try:
+        gpus = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of GPU indices, got {text!r}") from None
+    if not gpus or min(gpus) < 0 or len(set(gpus)) != len(gpus):
+        raise argparse.ArgumentTypeError(f"a comma-separated list of distinct GPU indices, got {text!r}")
+    return gpus
+
+
+class UsageError(Exception):
+    """Bad arguments or setup: shown as one line, exit code 2."""
+
+
+def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | None:
+    """The local GPUs a CUDA problem's timings are spread over: --gpus, else every visible one."""
+    from agent.execution.leases import visible_gpu_count
+
+    if problem.spec.device != "cuda":
+        if requested:
+            raise UsageError(f"--gpus: {problem.name} is a CPU problem")
+        return None
+    count = visible_gpu_count()
+    if requested is None:
+        return list(range(count)) or None
+    if count and max(requested) >= count:
+        raise UsageError(f"--gpus {','.join(map(str, requested))}: only {count} GPU(s) visible")
+    return requested

@@ -17,7 +17,8 @@ import pytest
 
 from tests.adversarial.gpu import gpu_candidates as g
 from tests.adversarial.gpu.test_gpu_exploits import HERE, record_figure
-from tools.judge import benchmark, sanitize, sanitizer_availability, with_sanitizer
+from tools import benchmark
+from tools.judge import sanitize, sanitizer_availability, with_sanitizer
 from tools.judge._sanitize import compute_sanitizer
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult

@@ -50,7 +50,7 @@ def test_an_out_of_bounds_write_is_an_asan_flag_under_sanitize(oob: Path) -> Non
     code, result = bench(oob, "--sanitize")
     assert code == 1
     assert (result["status"], result["correct"], result["speedup"]) == ("incorrect", False, None)
-    assert [c["status"] for c in result["cases"]] == ["passed", "passed"]  # only the sanitizer sees it
+    assert all(c["status"] == "passed" for c in result["cases"])  # only the sanitizer sees it
     assert "sanitizer_asan" in result["flags"]
     report = result["sanitizer"]
     assert isinstance(report, dict)

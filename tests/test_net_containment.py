@@ -31,7 +31,7 @@ from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation
 from tools.worker import contain
 
-FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS]
+FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS, isolation.READ_ONLY, isolation.DEVICES]
 
 pytestmark = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -140,6 +140,8 @@ def test_with_containment_forced_off_the_result_says_uncontained(
         f"uncontained: pid {why}",
         f"uncontained: network {why}",
         f"uncontained: capabilities {why}",
+        f"uncontained: mounts {why}",
+        f"uncontained: devices {why}",
     ]
 
 
@@ -196,7 +198,7 @@ def test_observe_reads_the_guards_in_proc_not_the_workers_word() -> None:
             "uncontained: network (refused here)",
             "uncontained: capabilities (not seen on the worker)",
         ]
-        assert isolation.observe(wrapped.pid, True, {}) == FULL
+        assert isolation.observe(wrapped.pid, True, {}) == FULL[:3]  # no seal asked for: not checked
         assert isolation.observe(plain.pid, True, {})[0].startswith("uncontained: unverified")  # no child
     finally:
         for proc in (plain, wrapped):

@@ -87,6 +87,7 @@ def evaluate(
     judging = time.monotonic()
     result = _verdict(problem, outcome, verdicts, ref_msgs, base, watched, changed_before)
     result.env = _with_containment(result.env, outcome.containment)
+    result.notices += outcome.notices  # how the worker ran where that was not the default, what it staged
     clock["judge"] = time.monotonic() - judging
     suspicious = _suspicious(outcome, result.status in CLEAN_STATUSES and not result.flags)
     if result.status == "ok" and verdicts.disagreements:

@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol, TypeVar
 from tools.supervise import _toolchain as toolchain
 from tools.supervise import isolation
 from tools.wire import WorkerMessage, parse_worker_message
+from tools.worker.seal import SealSpec
 
 M = TypeVar("M")
 
@@ -282,6 +283,7 @@ def run_child(
     on_message: MessageHandler | None = None,
     isolate: bool = False,
     wrapper: Sequence[str] = (),
+    seal: SealSpec | None = None,
 ) -> ChildOutcome:
     """Run `python -m module ARGS CHANNEL_FD` in its own session; kill the group at the deadline.
 
@@ -290,12 +292,13 @@ def run_child(
     runs it in a PID namespace where the machine allows, and afterwards sweeps any process left carrying
     the job marker of `env` (see tools/supervise/isolation.py). `wrapper`: a command that runs the worker as
     its own child (compute-sanitizer), inside the same containment; the channel's descriptor passes through it.
+    `seal`: the filesystem the isolated child may write (tools/worker/seal.py).
     """
     read_fd, write_fd = os.pipe()
     cmd = [*wrapper, sys.executable, "-m", module, *args, str(write_fd)]
     how = isolation.mode() if isolate else ""
     if isolate:
-        cmd = isolation.wrap(cmd)
+        cmd = isolation.wrap(cmd, seal)
     start = time.monotonic()
     proc = subprocess.Popen(
         cmd,
@@ -310,7 +313,9 @@ def run_child(
     os.close(write_fd)
     marker = env.get(isolation.MARKER_ENV)
     nested = how == isolation.PIDNS  # the worker is the child of `unshare`
-    inspect = (lambda: isolation.observe(proc.pid, nested, isolation.cold_refusals())) if isolate else None
+    inspect = (
+        (lambda: isolation.observe(proc.pid, nested, isolation.cold_refusals(), seal)) if isolate else None
+    )
     return supervise(
         proc,
         read_fd,

@@ -29,6 +29,7 @@ from tools.supervise._spawn import (
     track_group,
 )
 from tools.supervise.jobs import WarmUnavailable
+from tools.worker.seal import SealSpec
 
 START_TIMEOUT_S = 180.0
 POISON_TEST_ENV = "KERNEL_AGENT_TEST_POISON_FORK"
@@ -96,6 +97,7 @@ class Zygote:
                     isolation.PIDNS: "" if msg.pidns else "refused in the zygote's children",
                     isolation.NETNS: msg.netns_refused,
                     isolation.NO_CAPS: msg.no_caps_refused,
+                    **dict.fromkeys(isolation.SEAL_GUARDS, "" if msg.pidns else "needs the PID namespace"),
                 }
             case wire.Spawned():
                 self.spawned.put(msg.pid)
@@ -154,8 +156,10 @@ class Zygote:
         request_path: Path,
         deadline: Deadline,
         on_message: MessageHandler,
+        seal: SealSpec | None = None,
     ) -> ChildOutcome:
-        """Run one candidate worker forked from the zygote; the same supervision as a cold child."""
+        """Run one candidate worker forked from the zygote; the same supervision as a cold child (`seal`:
+        the filesystem it may write, tools/worker/seal.py)."""
         start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
         want_pidns = isolation.mode() == isolation.PIDNS
         if not self.wait_ready() and want_pidns:
@@ -168,7 +172,7 @@ class Zygote:
         chan_r, chan_w = os.pipe()
         order = {
             "cwd": str(cwd), "env": env, "request": str(request_path), **_containment_order(want_pidns),
-            "kind": kind,
+            "kind": kind, "seal": seal.to_json() if seal and want_pidns else "",
         }  # fmt: skip
         try:
             with self.order_lock:
@@ -196,7 +200,7 @@ class Zygote:
         refused = self.refused if want_pidns else isolation.cold_refusals()
 
         def inspect() -> list[str]:  # the worker is PID 1 of the namespace its forked parent made
-            return isolation.observe(pid, want_pidns, refused)
+            return isolation.observe(pid, want_pidns, refused, seal)
 
         try:
             return supervise(

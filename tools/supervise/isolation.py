@@ -26,18 +26,26 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.worker import seal as sealing
+from tools.worker.seal import SealSpec
 
 MARKER_ENV = "KERNEL_AGENT_JOB"
 PIDNS = "pid_namespace"
 GROUP = "process_group"
 NETNS = "net_namespace"
 NO_CAPS = "no_capabilities"
+READ_ONLY = "read_only_mounts"
+DEVICES = "devices_hidden"
+SEAL_GUARDS = (READ_ONLY, DEVICES)
 UNCONTAINED = "uncontained"
 _UNSHARE = ("--pid", "--fork", "--kill-child", "--mount-proc")
 _NET = ("--net",)
 _NO_CAPS = ("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all")
+SEAL_SCRIPT = Path(__file__).resolve().parents[1] / "worker" / "seal.py"
 
 
 def _refusal(cmd: list[str]) -> str:
@@ -83,27 +91,37 @@ def mode() -> str:
     return PIDNS if _pidns_works() else GROUP
 
 
-def wrap(cmd: list[str]) -> list[str]:
+def wrap(cmd: list[str], seal: SealSpec | None = None) -> list[str]:
     """The command line that runs `cmd` contained (unchanged in the fallback): its own PID and network
-    namespaces, then no capabilities, as far as this machine allows (`observe` says what took)."""
+    namespaces, its filesystem sealed (`seal`: tools/worker/seal.py, in the mount namespace that comes with
+    the PID namespace, while it still holds its capabilities), then no capabilities, as far as this machine
+    allows (`observe` says what took)."""
     if mode() != PIDNS:
         return cmd
     support = cold_support()
     spaces = [shutil.which("unshare") or "unshare", *(() if support.netns else _NET), *_UNSHARE]
+    sealing = [sys.executable, "-I", str(SEAL_SCRIPT), seal.to_json(), "--"] if seal else []
     no_caps = [] if support.no_caps else [shutil.which("setpriv") or "setpriv", *_NO_CAPS]
-    return [*spaces, *no_caps, *cmd]
+    return [*spaces, *sealing, *no_caps, *cmd]
 
 
 def cold_refusals() -> dict[str, str]:
     """Why each guard is missing on the cold path, by what `observe` names it."""
     if mode() == GROUP and _pidns_works():
         forced = "KERNEL_AGENT_ISOLATION=group"
-        return {PIDNS: forced, NETNS: forced, NO_CAPS: forced}
+        return dict.fromkeys((PIDNS, NETNS, NO_CAPS, *SEAL_GUARDS), forced)
     support = cold_support()
-    return {PIDNS: support.pidns, NETNS: support.netns, NO_CAPS: support.no_caps}
+    sealed = "needs the PID namespace" if support.pidns else ""
+    return {
+        PIDNS: support.pidns,
+        NETNS: support.netns,
+        NO_CAPS: support.no_caps,
+        **dict.fromkeys(SEAL_GUARDS, sealed),
+    }
 
 
 _GUARD_NAMES = {PIDNS: "pid", NETNS: "network", NO_CAPS: "capabilities"}
+_SEAL_NAMES = {READ_ONLY: "mounts", DEVICES: "devices"}
 
 
 def _namespace(pid: int | str, kind: str) -> int:
@@ -138,18 +156,41 @@ def _guards_seen(pid: int) -> set[str]:
     return seen
 
 
-def observe(pid: int, nested: bool, refusals: dict[str, str]) -> list[str]:
+def _filesystem_seen(pid: int, seal: SealSpec) -> tuple[set[str], dict[str, str]]:
+    """The seal's guards on process `pid` as its mountinfo and its /dev show them, and why one is missing."""
+    seen, why = set(), {}
+    devices = sealing.unexpected_devices([p.name for p in Path(f"/proc/{pid}/root/dev").iterdir()])
+    if devices:
+        why[DEVICES] = f"/dev holds {', '.join(devices[:4])}" + (" ..." if len(devices) > 4 else "")
+    else:
+        seen.add(DEVICES)
+    writable = sealing.writable_mounts(sealing.read_mounts(f"/proc/{pid}/mountinfo"), seal)
+    if writable:
+        why[READ_ONLY] = f"writable: {', '.join(writable[:4])}" + (" ..." if len(writable) > 4 else "")
+    else:
+        seen.add(READ_ONLY)
+    return seen, why
+
+
+def observe(pid: int, nested: bool, refusals: dict[str, str], seal: SealSpec | None = None) -> list[str]:
     """What contains a live worker before its candidate's code runs: `pid`'s only child where `nested`,
-    else `pid`. Each guard missing reads "uncontained: <guard> (why)", `refusals` giving the why."""
+    else `pid`. Each guard missing reads "uncontained: <guard> (why)", `refusals` giving the why. With
+    `seal`, also whether its mounts are read-only but for what `seal` allows, and its /dev is hidden."""
     worker = _only_child(pid) if nested else pid
     try:
         if worker is None:
             raise OSError(f"process {pid} has no single child")
         seen = _guards_seen(worker)
+        names = dict(_GUARD_NAMES)
+        if seal is not None:
+            fs_seen, fs_why = _filesystem_seen(worker, seal)
+            seen |= fs_seen
+            refusals = {**fs_why, **{k: v for k, v in refusals.items() if v}}
+            names |= _SEAL_NAMES
     except (OSError, ValueError) as exc:
         return [f"{UNCONTAINED}: unverified (the worker could not be inspected: {exc})"]
     contained = [GROUP] if PIDNS not in seen else []
-    for guard, name in _GUARD_NAMES.items():
+    for guard, name in names.items():
         why = refusals.get(guard) or "not seen on the worker"
         contained.append(guard if guard in seen else f"{UNCONTAINED}: {name} ({why})")
     return contained

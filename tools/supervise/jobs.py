@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from tools import wire
-from tools.cache import build_cache_dir
+from tools.cache import build_cache_dir, builds, cache_root, staged
 from tools.problem import Problem
 from tools.supervise import isolation
 from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
 from tools.supervise.integrity import HARNESS
 from tools.supervise.watchdog import Watchdog
+from tools.worker.seal import SealSpec
 
 
 class WarmUnavailable(RuntimeError):
@@ -94,6 +95,39 @@ class Job:
 BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
 
 
+def staging_dir(job: Job) -> Path:
+    """Where a sealed worker's builds land (on the build cache's filesystem: publishing is a rename)."""
+    return cache_root() / "staging" / job.token
+
+
+def seal_for(job: Job) -> SealSpec:
+    """The filesystem a candidate worker of `job` may write: its working dir, and the build cache through an
+    overlay onto the job's staging folder (tools/worker/seal.py). Without a mount namespace of its own (the
+    process-group fallback) nothing seals it, and the result says so."""
+    staging = staging_dir(job)
+    for sub in ("upper", "work"):
+        (staging / sub).mkdir(parents=True, exist_ok=True)
+    return SealSpec(
+        writable=[str(job.work)],
+        cache=str(build_cache_dir()),
+        upper=str(staging / "upper"),
+        overlay_work=str(staging / "work"),
+    )
+
+
+def publish_builds(job: Job) -> str:
+    """After the worker: its staged builds into the cache (trusted code), the cache trimmed to its cap, the
+    staging folder gone. Returns a notice where something staged was not a well-formed entry."""
+    cache = build_cache_dir()
+    done = staged.publish_staged(staging_dir(job) / "upper", cache)
+    staged.remove_staging(staging_dir(job))
+    if done.entries:
+        builds.evict(cache)
+    if not done.rejected:
+        return ""
+    return f"staged in the build cache and not published: {'; '.join(done.rejected[:3])}"
+
+
 def sweep_build_tmp(job: Job) -> None:
     """A build killed mid-way (deadline, crash) leaves its private folder: remove it, never a lock."""
     tmp = build_cache_dir() / ".tmp"
@@ -119,6 +153,7 @@ class Launcher(Protocol):
         request_path: Path,
         deadline: Deadline,
         on_message: MessageHandler,
+        seal: SealSpec | None = None,
     ) -> ChildOutcome: ...
 
 
@@ -168,10 +203,16 @@ def run_candidate(
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
     request_path.write_text(json.dumps(request))
+    seal, notes = seal_for(job), ""
     try:
-        outcome = _launch(job, env, request_path, deadline, handle, None if wrapper else launcher, wrapper)
+        outcome = _launch(
+            job, env, request_path, deadline, handle, None if wrapper else launcher, wrapper, seal
+        )
     finally:
         sweep_build_tmp(job)
+        notes = publish_builds(job)
+    if notes:
+        outcome.notices.append(notes)
     if outcome.timed_out:
         outcome.timeout_reason = watchdog.explain()
     return outcome
@@ -185,12 +226,13 @@ def _launch(
     handle: MessageHandler,
     launcher: Launcher | None,
     wrapper: Sequence[str] = (),
+    seal: SealSpec | None = None,
 ) -> ChildOutcome:
     """Forked from the warm zygote where possible, else a fresh process; never a silent fallback."""
     notices: list[str] = []
     if launcher is not None:
         try:
-            return launcher(job.work, env, request_path, deadline, handle)
+            return launcher(job.work, env, request_path, deadline, handle, seal)
         except WarmUnavailable as exc:
             notices.append(f"warm workers unavailable, the candidate ran in a fresh process: {exc}")
     outcome = run_child(
@@ -202,6 +244,7 @@ def _launch(
         on_message=handle,
         isolate=True,
         wrapper=wrapper,
+        seal=seal,
     )
     outcome.notices += notices
     outcome.fell_back = launcher is not None

@@ -54,6 +54,7 @@ from tools.supervise._spawn import (
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
 from tools.supervise.truth_server import TruthServer
+from tools.worker.seal import SealSpec
 
 WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
@@ -116,8 +117,9 @@ class WarmPool:
         request_path: Path,
         deadline: Deadline,
         on_message: MessageHandler,
+        seal: SealSpec | None = None,
     ) -> ChildOutcome:
-        return self.zygote().launch(cwd, env, request_path, deadline, on_message)
+        return self.zygote().launch(cwd, env, request_path, deadline, on_message, seal)
 
     def prepare_worker(self, kind: str) -> None:
         """Start making a worker for an evaluation of `kind` now (beside the truth of an evaluation)."""

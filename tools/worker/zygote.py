@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from tools import wire
-from tools.worker import contain
+from tools.worker import contain, seal
 
 # tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
 worker_candidate: Any = None
@@ -171,14 +171,21 @@ def _take_pipes(fds: list[int]) -> int:
     return channel_fd
 
 
-def _contain(pidns: bool, netns: bool, no_caps: bool) -> None:
-    """The fork's own network and PID namespaces, then no capabilities (entering a PID namespace needs
-    them). A network namespace or a capability drop the machine refuses is skipped, not fatal: the
-    harness sees that in /proc and says so in the result."""
+def _contain(pidns: bool, netns: bool) -> None:
+    """The fork's own network and PID (and mount) namespaces. A network namespace the machine refuses is
+    skipped, not fatal: the harness sees that in /proc and says so in the result."""
     if netns:
         contain.attempt(contain.enter_net_namespace)
     if pidns:
         enter_pid_namespace()
+
+
+def _seal_and_drop(order: dict[str, Any], pidns: bool, no_caps: bool) -> None:
+    """Once the order names the job: its filesystem sealed (only in a mount namespace of its own: the PID
+    namespace's), then no capabilities (sealing needs them). What the machine refuses is named on stderr
+    and seen missing by the harness in /proc."""
+    if pidns and order.get("seal"):
+        seal.report(seal.seal(seal.SealSpec.from_json(order["seal"])))
     if no_caps:
         contain.attempt(contain.drop_capabilities)
 
@@ -191,7 +198,8 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         os.setsid()
         die_with_parent()
         channel_fd = _take_pipes(fds)
-        _contain(order["pidns"], order["netns"], order["no_caps"])
+        _contain(order["pidns"], order["netns"])
+        _seal_and_drop(order, order["pidns"], order["no_caps"])
         _fresh_state(order)
         code = _run_worker(order["request"], channel_fd)
     except BaseException:
@@ -203,14 +211,14 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
 def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) -> None:
     """A worker made ahead of its candidate (while the model thinks): in its own session and PID namespace
     and, for a CUDA evaluation, with its CUDA context created and cuBLAS and the CUDA profiler started
-    (trusted code only), it reports `prepared`, then waits for one order and runs it exactly as `_child`
-    would. Single use."""
+    (trusted code only), it reports `prepared`, then waits for one order, seals its filesystem for that
+    order's job, drops its capabilities and runs it exactly as `_child` would. Single use."""
     code = EXIT_SETUP_FAILED
     try:
         sock.close()
         os.setsid()
         die_with_parent()
-        _contain(key.pidns, key.netns, key.no_caps)
+        _contain(key.pidns, key.netns)
         if key.kind == "cuda":
             worker_usage.warm_up_cuda()
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
@@ -222,6 +230,7 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         mine.close()
         order = json.loads(raw)
         channel_fd = _take_pipes(fds)
+        _seal_and_drop(order, key.pidns, key.no_caps)
         _fresh_state(order)
         code = _run_worker(order["request"], channel_fd)
     except BaseException:

@@ -1,0 +1,96 @@
+"""Builds a sealed worker staged, published into the build cache by the harness (trusted code).
+
+A sealed candidate worker sees the build cache through an overlay (tools/worker/seal.py): it reads every
+published entry, and whatever it writes lands in its job's staging folder (`upper`), never in the cache.
+After the worker is gone, `publish_staged` moves each new, well-formed entry from there into the cache by
+one rename: an extension build (`<name>-<key>/` with its done marker naming the same key), a compiled object
+or a precompiled header (`.objects/<key>/`, `.pch/<key>/`). What cannot be an entry — a symlink, a device
+node (overlayfs's whiteouts: the worker's own evictions), a loose file, a folder the cache has already —
+is left behind and removed with the staging folder. An entry the job only used (its pin, its last-use time:
+overlayfs copies the folder up) marks that use on the real entry, for the cache's LRU order.
+
+What this cannot check is that a staged binary is what its recorded sources compile to: the worker built
+it. A candidate can stage, under its own key or another's, a binary of its choosing; whoever later loads
+that key runs it, and is judged on what it runs (docs/exploits.md, "Build cache").
+Stdlib only, like tools/cache/builds.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.cache import builds
+
+DONE_MARKER = "kernel_agent_build.json"  # tools/worker/build.py writes it last into a finished build
+
+
+@dataclass
+class Published:
+    """What one job's staging folder gave the cache."""
+
+    entries: list[str] = field(default_factory=list)
+    used: list[str] = field(default_factory=list)  # existing entries whose use was marked
+    rejected: list[str] = field(default_factory=list)  # "<name>: why"
+
+
+def _only_plain_files(folder: Path) -> str:
+    """ "" where `folder` holds only folders and regular files, else what else it holds."""
+    for path in folder.rglob("*"):
+        mode = path.lstat().st_mode
+        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            return f"{path.relative_to(folder)} is not a plain file"
+    return ""
+
+
+def _why_not_a_build(entry: Path) -> str:
+    marker = entry / DONE_MARKER
+    if not marker.is_file():
+        return "no done marker (an unfinished build)"
+    try:
+        key = json.loads(marker.read_text()).get("key")
+    except (OSError, ValueError, AttributeError):
+        return "unreadable done marker"
+    if not key or not entry.name.endswith(f"-{key}"):
+        return f"its done marker names another key ({key!r})"
+    return ""
+
+
+def _why_not(entry: Path, kind: str) -> str:
+    if entry.is_symlink() or not entry.is_dir():
+        return "not a folder"
+    if why := _only_plain_files(entry):
+        return why
+    return _why_not_a_build(entry) if kind == "build" else ""
+
+
+def publish_staged(upper: Path, cache: Path) -> Published:
+    """Move every new well-formed entry from a staging folder's `upper` into `cache`."""
+    done = Published()
+    kinds = [(upper, cache, "build"), (upper / builds.OBJECTS, cache / builds.OBJECTS, "object")]
+    kinds.append((upper / builds.PCH, cache / builds.PCH, "pch"))
+    for source, target, kind in kinds:
+        if source.is_symlink() or not source.is_dir():
+            continue
+        for entry in sorted(source.iterdir()):
+            if entry.name.startswith("."):  # .tmp, .objects, .pch, locks, .trash: not entries
+                continue
+            final = target / entry.name
+            if final.is_dir():
+                builds.touch(final)
+                done.used.append(entry.name)
+            elif why := _why_not(entry, kind):
+                done.rejected.append(f"{entry.name}: {why}")
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                (entry / builds.PIN).unlink(missing_ok=True)  # the worker's pin file: the cache makes its own
+                if builds.publish(entry, final):
+                    done.entries.append(entry.name)
+    return done
+
+
+def remove_staging(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)

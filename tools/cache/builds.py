@@ -149,8 +149,9 @@ def _sweep_stale_tmp(cache: Path, older_than_s: float = 3600) -> None:
                     shutil.rmtree(path, ignore_errors=True)
 
 
-def evict(cache: Path, limit: int | None = None) -> list[Path]:
+def evict(cache: Path, limit: int | None = None, keep: frozenset[str] = frozenset()) -> list[Path]:
     """Remove least-recently used, unpinned entries until the cache fits `limit` bytes; returns what went.
+    Entries named in `keep` stay (what the harness has just published for a worker that has exited).
 
     One evictor at a time (others skip: the running one does the work)."""
     limit = max_bytes() if limit is None else limit
@@ -169,7 +170,7 @@ def evict(cache: Path, limit: int | None = None) -> list[Path]:
         for e in found:
             if total <= limit:
                 break
-            if remove(e.path, cache):
+            if e.path.name not in keep and remove(e.path, cache):
                 total -= e.size
                 removed.append(e.path)
         return removed

@@ -4,7 +4,8 @@ A sealed candidate worker sees the build cache through an overlay (tools/worker/
 published entry, and whatever it writes lands in its job's staging folder (`upper`), never in the cache.
 After the worker is gone, `publish_staged` moves each new, well-formed entry from there into the cache by
 one rename: an extension build (`<name>-<key>/` with its done marker naming the same key), a compiled object
-or a precompiled header (`.objects/<key>/`, `.pch/<key>/`). What cannot be an entry — a symlink, a device
+or a precompiled header (`.objects/<key>/`, `.pch/<key>/`: it links the real header; the header builder's
+small notes beside it go too). What cannot be an entry — a symlink, a device
 node (overlayfs's whiteouts: the worker's own evictions), a loose file, a folder the cache has already —
 is left behind and removed with the staging folder. An entry the job only used (its pin, its last-use time:
 overlayfs copies the folder up) marks that use on the real entry, for the cache's LRU order.
@@ -17,6 +18,7 @@ Stdlib only, like tools/cache/builds.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import stat
@@ -26,6 +28,8 @@ from pathlib import Path
 from tools.cache import builds
 
 DONE_MARKER = "kernel_agent_build.json"  # tools/worker/build.py writes it last into a finished build
+PCH_MARKERS = (".seen-", ".failed-")  # tools/worker/ccshim.py: a flag set's first sighting, a failed build
+MARKER_MAX_BYTES = 8192
 
 
 @dataclass
@@ -35,14 +39,21 @@ class Published:
     entries: list[str] = field(default_factory=list)
     used: list[str] = field(default_factory=list)  # existing entries whose use was marked
     rejected: list[str] = field(default_factory=list)  # "<name>: why"
+    removed: list[str] = field(default_factory=list)  # precompiled headers found unusable
 
 
-def _only_plain_files(folder: Path) -> str:
-    """ "" where `folder` holds only folders and regular files, else what else it holds."""
+def _only_plain_files(folder: Path, links_out: bool = False) -> str:
+    """Empty where `folder` holds only folders and regular files (and, with `links_out`, symlinks to
+    regular files outside it: a precompiled header's entry links the real header), else what else it holds."""
     for path in folder.rglob("*"):
         mode = path.lstat().st_mode
-        if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-            return f"{path.relative_to(folder)} is not a plain file"
+        if stat.S_ISDIR(mode) or stat.S_ISREG(mode):
+            continue
+        if links_out and stat.S_ISLNK(mode):
+            target = path.resolve()
+            if target.is_file() and not target.is_relative_to(folder.resolve()):
+                continue
+        return f"{path.relative_to(folder)} is not a plain file"
     return ""
 
 
@@ -62,7 +73,7 @@ def _why_not_a_build(entry: Path) -> str:
 def _why_not(entry: Path, kind: str) -> str:
     if entry.is_symlink() or not entry.is_dir():
         return "not a folder"
-    if why := _only_plain_files(entry):
+    if why := _only_plain_files(entry, links_out=kind == "pch"):
         return why
     return _why_not_a_build(entry) if kind == "build" else ""
 
@@ -76,20 +87,39 @@ def publish_staged(upper: Path, cache: Path) -> Published:
         if source.is_symlink() or not source.is_dir():
             continue
         for entry in sorted(source.iterdir()):
-            if entry.name.startswith("."):  # .tmp, .objects, .pch, locks, .trash: not entries
-                continue
-            final = target / entry.name
-            if final.is_dir():
-                builds.touch(final)
-                done.used.append(entry.name)
-            elif why := _why_not(entry, kind):
-                done.rejected.append(f"{entry.name}: {why}")
-            else:
-                target.mkdir(parents=True, exist_ok=True)
-                (entry / builds.PIN).unlink(missing_ok=True)  # the worker's pin file: the cache makes its own
-                if builds.publish(entry, final):
-                    done.entries.append(entry.name)
+            if kind == "pch" and entry.name.startswith(PCH_MARKERS):
+                _publish_marker(entry, target / entry.name, cache, done)
+            elif not entry.name.startswith("."):  # .tmp, .objects, .pch, locks, .trash: not entries
+                _publish_entry(entry, target, kind, done)
     return done
+
+
+def _publish_entry(entry: Path, target: Path, kind: str, done: Published) -> None:
+    final = target / entry.name
+    if final.is_dir():
+        builds.touch(final)
+        done.used.append(entry.name)
+    elif why := _why_not(entry, kind):
+        done.rejected.append(f"{entry.name}: {why}")
+    else:
+        target.mkdir(parents=True, exist_ok=True)
+        (entry / builds.PIN).unlink(missing_ok=True)  # the worker's pin file: the cache makes its own
+        if builds.publish(entry, final):
+            done.entries.append(entry.name)
+
+
+def _publish_marker(marker: Path, final: Path, cache: Path, done: Published) -> None:
+    """A precompiled header's notes (seen once, failed to build): small plain files, the first one stays.
+    A header gcc found unusable is removed here: the worker could not delete it from under its overlay."""
+    if marker.is_symlink() or not marker.is_file() or marker.stat().st_size > MARKER_MAX_BYTES:
+        return
+    if not final.exists():
+        with contextlib.suppress(OSError):
+            final.parent.mkdir(parents=True, exist_ok=True)
+            marker.rename(final)
+    unusable = final.with_name(marker.name.removeprefix(".failed-"))
+    if marker.name.startswith(".failed-") and unusable.is_dir() and builds.remove(unusable, cache):
+        done.removed.append(unusable.name)
 
 
 def remove_staging(folder: Path) -> None:

@@ -122,7 +122,7 @@ def publish_builds(job: Job) -> str:
     done = staged.publish_staged(staging_dir(job) / "upper", cache)
     staged.remove_staging(staging_dir(job))
     if done.entries:
-        builds.evict(cache)
+        builds.evict(cache, keep=frozenset(done.entries))
     if not done.rejected:
         return ""
     return f"staged in the build cache and not published: {'; '.join(done.rejected[:3])}"

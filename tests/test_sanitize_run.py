@@ -151,17 +151,18 @@ def test_agent_run_sanitize_where_it_cannot_run_is_refused_before_a_run_folder_e
 
 
 @pytest.mark.parametrize(
-    ("flag", "env", "mode"),
+    ("flag", "env", "device", "mode"),
     [
-        ("--sanitize", "off", "on"),
-        ("--no-sanitize", "on", "off"),
-        (None, "off", "off"),
-        (None, None, "off"),
-        (None, "auto", "auto"),
+        ("--sanitize", "off", "cpu", "on"),
+        ("--no-sanitize", "on", "cuda", "off"),
+        (None, "off", "cuda", "off"),
+        (None, None, "cpu", "off"),  # ASan builds cost 40-80 s on 2 cores: asked for only
+        (None, None, "cuda", "auto"),  # compute-sanitizer: about 20 s per new best on the H200
+        (None, "auto", "cpu", "auto"),
     ],
 )
-def test_the_sanitize_mode_comes_from_the_flag_then_the_environment(
-    monkeypatch: pytest.MonkeyPatch, flag: str | None, env: str | None, mode: str
+def test_the_sanitize_mode_comes_from_the_flag_then_the_environment_then_the_device(
+    monkeypatch: pytest.MonkeyPatch, flag: str | None, env: str | None, device: str, mode: str
 ) -> None:
     from agent.cli.run import sanitize_mode
 
@@ -169,7 +170,7 @@ def test_the_sanitize_mode_comes_from_the_flag_then_the_environment(
         monkeypatch.delenv("KERNEL_AGENT_SANITIZE", raising=False)
     else:
         monkeypatch.setenv("KERNEL_AGENT_SANITIZE", env)
-    assert sanitize_mode(None if flag is None else flag == "--sanitize") == mode
+    assert sanitize_mode(None if flag is None else flag == "--sanitize", device) == mode
 
 
 def test_run_json_records_the_sanitize_mode(tmp_path: Path) -> None:

@@ -100,8 +100,8 @@ def register(subparsers: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="run every new best under the sanitizer (compute-sanitizer memcheck, racecheck, initcheck; "
-        "ASan+UBSan on CPU problems) before it counts (default: off; "
-        f"${SANITIZE_ENV}=auto runs it wherever it can run here)",
+        "ASan+UBSan on CPU problems) before it counts (default: on for CUDA problems wherever "
+        f"compute-sanitizer runs, off for CPU problems; ${SANITIZE_ENV}=auto|on|off sets the default)",
     )
     p.add_argument(
         "--json",
@@ -191,7 +191,7 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         executor=args.executor,
         ray_address=args.ray_address,
         base_url=getattr(provider, "base_url", None),
-        sanitize=sanitize_mode(args.sanitize),
+        sanitize=sanitize_mode(args.sanitize, problem.spec.device),
     )
     if config.sanitize == "on":  # before the run folder exists: a run that cannot start leaves none
         from tools.judge import sanitizer_availability

@@ -15,15 +15,20 @@ SANITIZE_ENV = "KERNEL_AGENT_SANITIZE"
 
 
 SanitizeMode = Literal["auto", "on", "off"]
-DEFAULT_SANITIZE = "off"
 
 
-def sanitize_mode(flag: bool | None) -> SanitizeMode:
-    """--sanitize / --no-sanitize, else $KERNEL_AGENT_SANITIZE, else off: compute-sanitizer has not run on
-    the H200 yet, and on the CPU each new kernel's ASan build costs 40-80 s (auto: on where it runs)."""
+def default_sanitize(device: str) -> SanitizeMode:
+    """On CUDA problems, on wherever compute-sanitizer runs (on the H200 it costs about 20 s per new best:
+    bench/results/h200/2026-12-01d); on CPU problems off, since each new kernel's ASan build costs 40-80 s
+    on a 2-core machine."""
+    return "auto" if device == "cuda" else "off"
+
+
+def sanitize_mode(flag: bool | None, device: str = "cpu") -> SanitizeMode:
+    """--sanitize / --no-sanitize, else $KERNEL_AGENT_SANITIZE, else the problem's default."""
     if flag is not None:
         return "on" if flag else "off"
-    mode = os.environ.get(SANITIZE_ENV, DEFAULT_SANITIZE).strip().lower()
+    mode = os.environ.get(SANITIZE_ENV, "").strip().lower() or default_sanitize(device)
     modes: dict[str, SanitizeMode] = {"auto": "auto", "on": "on", "off": "off"}
     if mode in modes:
         return modes[mode]

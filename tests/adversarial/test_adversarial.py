@@ -250,7 +250,9 @@ def test_template_explosion_times_out_and_leaves_nothing_behind() -> None:
     assert result.status == "timeout", result.message
     assert result.seconds < 120
     builds = cache / "builds"
-    assert list((builds / ".tmp").iterdir()) == []  # the killed build's folder and lock are removed
+    tmp = builds / ".tmp"  # where an unsealed worker builds; a sealed one builds in its job's staging folder
+    assert not tmp.exists() or list(tmp.iterdir()) == []  # the killed build's folder and lock are removed
+    assert not (cache / "staging").exists() or list((cache / "staging").iterdir()) == []
     assert not [p for p in builds.iterdir() if "template_boom" in p.name]
     assert _processes_with(str(cache)) == []  # no compiler left running
 
@@ -266,12 +268,29 @@ def test_compiles_run_under_the_memory_cap(tmp_path: Path) -> None:
 # --- the harness's own files and the reference ------------------------------------------------------------
 
 
-def test_tampering_with_the_reference_is_flagged_and_has_no_effect(tmp_path: Path) -> None:
+def _problem_with_own_reference(tmp_path: Path) -> tuple[Problem, Path]:
     ref = tmp_path / "reference.py"
     shutil.copy(TESTS.parent / "problems" / "selective_scan" / "reference.py", ref)
     spec = (TESTS / "problems" / "scan_tiny.yaml").read_text()
     (tmp_path / "p.yaml").write_text(spec.replace("../../problems/selective_scan/reference.py", str(ref)))
-    problem = load_problem(tmp_path / "p.yaml")
+    return load_problem(tmp_path / "p.yaml"), ref
+
+
+@pytest.mark.skipif(isolation.mode() != isolation.PIDNS, reason="needs a mount namespace for the worker")
+def test_tampering_with_the_reference_is_refused_by_the_read_only_mounts(tmp_path: Path) -> None:
+    problem, ref = _problem_with_own_reference(tmp_path)
+    before = ref.read_text()
+    result = benchmark(problem, c.tamper_with(str(ref)))
+    assert ref.read_text() == before  # the write failed (EROFS): nothing to flag
+    assert (result.status, result.flags) == ("ok", []), result.message
+
+
+def test_tampering_with_the_reference_is_flagged_and_has_no_effect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the worker's mounts are not sealed (the process-group fallback), a write lands, and is caught."""
+    monkeypatch.setenv("KERNEL_AGENT_ISOLATION", isolation.GROUP)
+    problem, ref = _problem_with_own_reference(tmp_path)
     result = benchmark(problem, c.tamper_with(str(ref)))
     assert "# tampered" in ref.read_text()
     assert "harness_tampering" in result.flags

@@ -210,6 +210,7 @@ def _run_tool(
         "secret_dirs": [logs, *([ev.staging] if ev else [])],
         "call_bounds": {("case", item["name"]): budget_s for item in items},
         "budget_s": budget_s,
+        "writable": [logs],  # the sanitizer writes its reports there, inside the worker's sealed filesystem
     }
     limited = _limited(problem, budget_s)
     if tool == "asan":

@@ -13,8 +13,9 @@ and there a candidate can signal the harness, as any process of the same user ca
 With the PID namespace comes a network namespace (`--net`; the zygote's children: tools/worker/contain.py):
 its only interface, `lo`, is down, so the candidate reaches nothing, not even listeners on the host's
 loopback, whatever native code it runs. Its capabilities are then dropped (`setpriv`; no new privileges
-on exec), so it cannot leave these namespaces again. Nothing here mounts anything or changes the host's
-network. What contained a worker is what the parent itself sees in /proc (`observe`), never what the
+on exec), so it cannot leave these namespaces again. Its filesystem is sealed in between (read-only
+mounts, its own /dev: tools/worker/seal.py), in its own mount namespace; nothing changes the host's
+mount table or network. What contained a worker is what the parent itself sees in /proc (`observe`), never what the
 worker says; every guard missing is said in the result as "uncontained: ..." (docs/exploits.md).
 """
 

@@ -100,7 +100,7 @@ def staging_dir(job: Job) -> Path:
     return cache_root() / "staging" / job.token
 
 
-def seal_for(job: Job) -> SealSpec:
+def seal_for(job: Job, writable: Sequence[Path] = ()) -> SealSpec:
     """The filesystem a candidate worker of `job` may write: its working dir, and the build cache through an
     overlay onto the job's staging folder (tools/worker/seal.py). Without a mount namespace of its own (the
     process-group fallback) nothing seals it, and the result says so."""
@@ -108,7 +108,7 @@ def seal_for(job: Job) -> SealSpec:
     for sub in ("upper", "work"):
         (staging / sub).mkdir(parents=True, exist_ok=True)
     return SealSpec(
-        writable=[str(job.work)],
+        writable=[str(job.work), *map(str, writable)],
         cache=str(build_cache_dir()),
         upper=str(staging / "upper"),
         overlay_work=str(staging / "work"),
@@ -170,6 +170,7 @@ def run_candidate(
     wrapper: Sequence[str] = (),
     extra_env: dict[str, str] | None = None,
     budget_s: float | None = None,
+    writable: Sequence[Path] = (),
 ) -> ChildOutcome:
     """The candidate worker: the compile budget until it reports its import, then bounds derived from the
     work (tools/supervise/watchdog.py, `call_bounds` per case and shape) under the evaluation's budget.
@@ -179,7 +180,8 @@ def run_candidate(
     `launcher` (warm workers) forks it from a zygote instead of starting a new interpreter; where that is
     not possible it starts cold, and the outcome's notices say why. `secret_dirs`: more folders its guard
     refuses to read (prepared jobs). A sanitizer's run: `wrapper` runs the worker under it (always cold: a
-    fork cannot be wrapped), `extra_env` adds its settings, `budget_s` caps the whole run, import included.
+    fork cannot be wrapped), `extra_env` adds its settings, `budget_s` caps the whole run, import included;
+    `writable`: folders besides its working dir that it (the wrapper: the sanitizer's logs) may write.
     """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
@@ -203,7 +205,7 @@ def run_candidate(
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
     request_path.write_text(json.dumps(request))
-    seal, notes = seal_for(job), ""
+    seal, notes = seal_for(job, writable), ""
     try:
         outcome = _launch(
             job, env, request_path, deadline, handle, None if wrapper else launcher, wrapper, seal

@@ -1,9 +1,9 @@
 """What a candidate worker forked by the zygote does to contain itself before any candidate code runs: a
-network namespace of its own, then no capabilities (the cold path's `unshare --net` and `setpriv` do the
-same, tools/supervise/isolation.py).
+network namespace of its own, then (once the zygote has sealed its filesystem: tools/worker/seal.py) no
+capabilities (the cold path's `unshare --net` and `setpriv` do the same, tools/supervise/isolation.py).
 
 A new network namespace has one interface, `lo`, and it is down: no route anywhere, not even to listeners
-on the host's loopback. Nothing here mounts anything or touches the host's network configuration. With no
+on the host's loopback. Nothing here touches the host's network configuration. With no
 capabilities and no new privileges on exec, neither the candidate nor a program it runs can `setns` or
 `unshare` its way out. The harness does not take the worker's word for any of this: it reads the worker's
 namespaces and capabilities in /proc (isolation.observe).

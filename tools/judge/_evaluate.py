@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
@@ -58,7 +58,7 @@ def evaluate(
     launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
     no_device = truth.first(wire.NoDevice) is not None
     if no_device or truth.first(wire.Done) is None:
-        outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []}, **launch)
+        outcome = run_candidate(job, problem, orders.COMPILE, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
         base["env"] = _with_containment(base["env"], outcome.containment)
         if no_device:

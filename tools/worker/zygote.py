@@ -20,7 +20,6 @@ tools/supervise/pool.py. Usage: python -m tools.worker.zygote CONTROL_FD
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
 # Before torch is imported: device queries through NVML, which never poisons a fork (see above).
@@ -39,7 +38,7 @@ from typing import Any
 
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.worker import contain
 
 # tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
@@ -148,15 +147,15 @@ def _probe_cuda_fork() -> str:
     return verdict
 
 
-def _fresh_state(order: dict[str, Any]) -> None:
+def _fresh_state(order: orders.RunOrder) -> None:
     """What a fork copies and must not share between candidates: random state and cached temp dirs."""
     worker_candidate.PROBE_ORDER.seed(os.urandom(16))
     random.seed(os.urandom(16))
     torch.seed()
     tempfile.tempdir = None
     os.environ.clear()
-    os.environ.update(order["env"])
-    os.chdir(order["cwd"])
+    os.environ.update(order.env)
+    os.chdir(order.cwd)
 
 
 def _take_pipes(fds: list[int]) -> int:
@@ -171,19 +170,19 @@ def _take_pipes(fds: list[int]) -> int:
     return channel_fd
 
 
-def _contain(pidns: bool, netns: bool, no_caps: bool) -> None:
+def _contain(containment: orders.Containment) -> None:
     """The fork's own network and PID namespaces, then no capabilities (entering a PID namespace needs
     them). A network namespace or a capability drop the machine refuses is skipped, not fatal: the
     harness sees that in /proc and says so in the result."""
-    if netns:
+    if containment.netns:
         contain.attempt(contain.enter_net_namespace)
-    if pidns:
+    if containment.pidns:
         enter_pid_namespace()
-    if no_caps:
+    if containment.no_caps:
         contain.attempt(contain.drop_capabilities)
 
 
-def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
+def _child(sock: socket.socket, order: orders.RunOrder, fds: list[int]) -> None:
     """The forked candidate worker; never returns."""
     code = EXIT_SETUP_FAILED
     try:
@@ -191,9 +190,9 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         os.setsid()
         die_with_parent()
         channel_fd = _take_pipes(fds)
-        _contain(order["pidns"], order["netns"], order["no_caps"])
+        _contain(order.containment)
         _fresh_state(order)
-        code = _run_worker(order["request"], channel_fd)
+        code = _run_worker(order.request, channel_fd)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -210,7 +209,7 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         sock.close()
         os.setsid()
         die_with_parent()
-        _contain(key.pidns, key.netns, key.no_caps)
+        _contain(key.containment)
         if key.kind == "cuda":
             worker_usage.warm_up_cuda()
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
@@ -220,10 +219,10 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         if not raw or len(fds) != 3:
             _exit(0)
         mine.close()
-        order = json.loads(raw)
+        order = orders.RunOrder.model_validate_json(raw)
         channel_fd = _take_pipes(fds)
         _fresh_state(order)
-        code = _run_worker(order["request"], channel_fd)
+        code = _run_worker(order.request, channel_fd)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -261,10 +260,8 @@ def _kill_all(children: set[int]) -> None:
 class PreparedKey:
     """Which orders a worker made ahead of need may serve: their kind ("cuda" or "cpu") and containment."""
 
-    kind: str
-    pidns: bool
-    netns: bool
-    no_caps: bool
+    kind: orders.WorkerKind
+    containment: orders.Containment
 
 
 class Server:
@@ -283,23 +280,14 @@ class Server:
         sys.stderr.flush()
         return os.fork()
 
-    def _contained(self, order: dict[str, Any]) -> dict[str, Any]:
-        """The order with the containment this zygote's children can enter, of what it asks for."""
-        return {
-            **order,
-            "pidns": bool(order.get("pidns")) and self.pidns,
-            "netns": bool(order.get("netns")) and self.netns,
-            "no_caps": bool(order.get("no_caps")) and self.no_caps,
-        }
+    def _contained(self, asked: orders.Containment) -> orders.Containment:
+        """The containment this zygote's children can enter, of what an order asks for."""
+        return asked.within(self.pidns, self.netns, self.no_caps)
 
-    @staticmethod
-    def _key(order: dict[str, Any]) -> PreparedKey:
-        return PreparedKey(str(order.get("kind", "cuda")), order["pidns"], order["netns"], order["no_caps"])
-
-    def prepare(self, order: dict[str, Any]) -> None:
+    def prepare(self, order: orders.PrepareOrder) -> None:
         """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
         replaced: the evaluator has moved to another problem, or asks for other containment)."""
-        kind = self._key(self._contained(order))
+        kind = PreparedKey(order.kind, self._contained(order.containment))
         if self.prepared and self.prepared_kind == kind:
             _send(self.sock, wire.WorkerPrepared(pid=next(iter(self.prepared))))
             return
@@ -317,13 +305,14 @@ class Server:
         self.prepared[pid] = ours
         _send(self.sock, wire.Preparing(pid=pid))  # from now on the harness's sweeps spare it
 
-    def run(self, order: dict[str, Any], fds: list[int]) -> None:
+    def run(self, order: orders.RunOrder, fds: list[int]) -> None:
         """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
-        order = self._contained(order)
-        if order.get("kind") is not None and self._key(order) == self.prepared_kind and self.prepared:
+        order = order.model_copy(update={"containment": self._contained(order.containment)})
+        key = PreparedKey(order.kind, order.containment) if order.kind is not None else None
+        if key is not None and key == self.prepared_kind and self.prepared:
             pid, ours = self.prepared.popitem()
             try:
-                socket.send_fds(ours, [json.dumps(order).encode()], fds)
+                socket.send_fds(ours, [order.model_dump_json().encode()], fds)
             except OSError:
                 pid = 0
             ours.close()
@@ -387,8 +376,8 @@ def main(control_fd: str) -> int:
             if not raw:
                 _kill_all(server.children)
                 return 0
-            order = json.loads(raw)
-            if order.get("op") == "prepare":
+            order = orders.parse_zygote_order(raw)
+            if isinstance(order, orders.PrepareOrder):
                 server.prepare(order)
             else:
                 server.run(order, fds)

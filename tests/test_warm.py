@@ -120,15 +120,16 @@ def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(
 
 def test_the_final_recheck_leaves_the_seed_to_the_evaluator(tiny: Problem) -> None:
     """A seed of its own would make truth nobody prepared; None takes a secret one never used before."""
-    from agent.toolbox import FINAL_RECHECK, ToolJob, more_repetitions
+    from agent.execution.executor import KernelJob
+    from agent.toolbox import FINAL_RECHECK, more_repetitions
 
     class Recording:
-        def benchmark(self, problem: Problem, code: str, trajectory: object, **kwargs: object) -> None:
-            self.problem, self.kwargs = problem, kwargs
+        def benchmark(self, job: KernelJob, seed: int | None = 1) -> None:
+            self.problem, self.seed = job.problem, seed
 
     executor = Recording()
-    FINAL_RECHECK.run(ToolJob(tiny, "code", "kernels/001.py", None, executor))  # type: ignore[arg-type]
-    assert executor.kwargs["seed"] is None
+    FINAL_RECHECK.run(executor, KernelJob(tiny, "code", "kernels/001.py"))  # type: ignore[arg-type]
+    assert executor.seed is None
     assert executor.problem.content_hash == more_repetitions(tiny).content_hash
 
 

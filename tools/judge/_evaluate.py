@@ -225,7 +225,7 @@ def _verdict(
     correct = status == "ok"
     primary = next((t for t in timings if t.primary), None)
     result = BenchResult(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         correct=correct,
         speedup=primary.speedup if correct and primary else None,
         flags=[f.name for f in verdicts.flags.values()],

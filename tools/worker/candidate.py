@@ -144,7 +144,8 @@ class Caller:
             poison = torch.full(self.out_shape, float("nan"), device="cuda")
             del poison  # its block goes back to the caching allocator still holding NaN
 
-    def __call__(self, args: list[Any]) -> torch.Tensor:
+    def __call__(self, args: list[Any]) -> object:
+        """The candidate's output, whatever it is (`check_output` says whether it is a plain tensor)."""
         self.calls += 1
         with torch.no_grad():
             return self.model(*args)

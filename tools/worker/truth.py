@@ -32,14 +32,15 @@ def reset_backend_flags() -> None:
     """
     if hasattr(torch.backends, "fp32_precision"):
         torch.backends.fp32_precision = "ieee"
+        cudnn = torch.backends.cudnn  # its `conv`, `rnn` and their `fp32_precision` are not in torch's stubs
         for knob in (
             torch.backends.cuda.matmul,
-            torch.backends.cudnn,
-            torch.backends.cudnn.conv,
-            torch.backends.cudnn.rnn,
+            cudnn,
+            getattr(cudnn, "conv", None),
+            getattr(cudnn, "rnn", None),
         ):
             if hasattr(knob, "fp32_precision"):
-                knob.fp32_precision = "ieee"
+                setattr(knob, "fp32_precision", "ieee")  # noqa: B010 - see above
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -63,7 +64,8 @@ class Judge:
 
     def _truth(self, inputs: list[Any]) -> torch.Tensor:
         with torch.no_grad():
-            return self.model64(*refmod.to_device(inputs, self.device, torch.float64)).detach()
+            out: torch.Tensor = self.model64(*refmod.to_device(inputs, self.device, torch.float64))
+            return out.detach()
 
     def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, wire.ReferenceError_]:
         with torch.no_grad():

@@ -128,7 +128,7 @@ def _probe_cuda_fork() -> str:
         try:
             if torch.version.cuda is None:  # a CPU build of torch
                 verdict = "no_gpu"
-            elif torch._C._cuda_isInBadFork():
+            elif getattr(torch._C, "_cuda_isInBadFork")():  # noqa: B009 - not in torch's stubs
                 verdict = "poisoned: this process reached the CUDA driver before forking"
             elif not torch.cuda.is_available():
                 verdict = "no_gpu"
@@ -238,7 +238,8 @@ def _exit(code: int) -> None:
 
 def _run_worker(request_path: str, channel_fd: int) -> int:
     try:
-        return worker_candidate.main(request_path, str(channel_fd))
+        code: int = worker_candidate.main(request_path, str(channel_fd))
+        return code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except BaseException:

@@ -20,9 +20,8 @@ import pytest
 
 from agent import cli, exits
 from agent.runlog.events import RunSummary
+from tests.helpers import REPO, TESTS
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 RUNS = TESTS / "fixtures" / "runs"
 COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
 PARALLEL = RUNS / "20261129T140000Z-selective_scan_cpu-9a7a11"

@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
+from tests.helpers import REPO, TESTS
 from tools import benchmark, compile_kernel
 from tools.problem import Problem, ProblemError, load_problem
-
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")

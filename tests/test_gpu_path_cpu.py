@@ -26,9 +26,6 @@ from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
 from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
 
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
-
 
 def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:
     limits = problem.spec.limits.model_copy(update={"eval_timeout_s": eval_timeout_s})

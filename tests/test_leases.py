@@ -17,10 +17,9 @@ from agent.execution.executor import KernelJob, LeasedExecutor
 from agent.execution.leases import Leases
 from agent.runlog.data import LeaseSpan, lease_spans, overlapping_leases
 from agent.runlog.events import LeaseEvent
+from tests.helpers import TINY
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
-
-TINY = Path(__file__).parent / "problems" / "scan_tiny.yaml"
 
 
 class SleepEvaluator:

@@ -19,6 +19,7 @@ from agent.runlog.data import overlapping_leases
 from agent.runlog.events import RunConfig
 from agent.runlog.reader import load_run
 from tests.candidates import scan_variants
+from tests.helpers import TESTS, TINY
 from tools.problem import load_problem
 from tools.results import BenchResult
 
@@ -26,8 +27,6 @@ ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).parent
-TINY = TESTS / "problems" / "scan_tiny.yaml"
 PLAYBACK = TESTS / "problems" / "scan_tiny_playback.yaml"
 SEED = 20261129
 

@@ -25,12 +25,12 @@ from agent.runlog.events import BestRecord, RunConfig, ToolCallEvent
 from agent.runlog.reader import load_run
 from agent.sanitizing import RunSanitizer
 from agent.views.live import NullDisplay
-from tests.test_parallel_loop import PLAYBACK, TRAJECTORY, FixedTimeEvaluator
+from tests.helpers import REPO
+from tests.helpers.playback import PLAYBACK, TRAJECTORY, FixedTimeEvaluator
 from tools.judge._sanitize import report_of
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, SanitizerReport, SanitizerRun
 
-REPO = Path(__file__).resolve().parent.parent
 RACY = "scan_blocked"  # load_inline's name in 03_blocked_simd.py: the fastest kernel
 
 

@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
+from tests.helpers import REPO, TESTS
 from tools import benchmark, compile_kernel
 from tools.problem import Problem
 from tools.results import BenchResult
 from tools.supervise import WarmPool
-
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 
 LEAVES_STATE = v.replace("import torch\n", "import torch\ntorch.kagent_leftover = 1\n")
 SEES_STATE = v.with_forward_tail('if "kagent_leftover" in vars(torch):', "    y = y * 0")

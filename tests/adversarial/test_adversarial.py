@@ -15,6 +15,7 @@ import pytest
 
 from tests.adversarial import candidates as c
 from tests.candidates import scan_variants as v
+from tests.helpers import TESTS
 from tools import benchmark
 from tools.judge import check_source
 from tools.problem import Problem, load_problem
@@ -26,7 +27,6 @@ from tools.worker import build
 from tools.worker.refmod import derive_seed
 
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent
 
 
 def _processes_with(needle: str) -> list[int]:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-from tests.helpers import REPO, TESTS
+from tests.helpers import REPO, TINY
 from tools import benchmark, compile_kernel
 from tools.problem import Problem
 from tools.results import BenchResult
@@ -198,7 +198,7 @@ if sys.argv[2] == "sigint":
 @pytest.mark.parametrize("how", ["exit", "sigint"])
 def test_no_process_or_folder_is_left_after_the_harness_exits(tiny: Problem, how: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(TESTS / "problems" / "scan_tiny.yaml"), how],
+        [sys.executable, "-c", SCRIPT, str(TINY), how],
         cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "KERNEL_AGENT_WARM": "1"},
     )  # fmt: skip
     info = json.loads(proc.stdout.strip().splitlines()[0])

@@ -15,7 +15,7 @@ import pytest
 
 from tests.adversarial import candidates as c
 from tests.candidates import scan_variants as v
-from tests.helpers import TESTS
+from tests.helpers import TESTS, TINY
 from tools import benchmark, orders
 from tools.judge import check_source
 from tools.problem import Problem, load_problem
@@ -275,7 +275,7 @@ def test_compiles_run_under_the_memory_cap(tmp_path: Path) -> None:
 def test_tampering_with_the_reference_is_flagged_and_has_no_effect(tmp_path: Path) -> None:
     ref = tmp_path / "reference.py"
     shutil.copy(TESTS.parent / "problems" / "selective_scan" / "reference.py", ref)
-    spec = (TESTS / "problems" / "scan_tiny.yaml").read_text()
+    spec = TINY.read_text()
     (tmp_path / "p.yaml").write_text(spec.replace("../../problems/selective_scan/reference.py", str(ref)))
     problem = load_problem(tmp_path / "p.yaml")
     result = benchmark(problem, c.tamper_with(str(ref)))

@@ -14,11 +14,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from agent.execution.executor import KernelJob
 from agent.exits import AgentExit, Interrupted
 from agent.run_setup import RunSetup
 from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
 from agent.runlog.writer import RunLog
-from agent.toolbox import FINAL_RECHECK, ToolJob, logged_call
+from agent.toolbox import FINAL_RECHECK, logged_call
 from tools.results import BenchResult
 
 SPREAD_SIGMAS = 2.0  # a new best must beat the old by this many standard errors of both medians
@@ -149,13 +150,12 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
         recorder.set_phase(f"rechecking {kernel.kernel_path} ({i} of {len(shortlist)})")
         code = (setup.log.dir / kernel.kernel_path).read_text()
         started = time.monotonic()
-        result = FINAL_RECHECK.run(ToolJob(setup.problem, code, kernel.kernel_path, None, setup.executor))
+        job = KernelJob(setup.problem, code, kernel.kernel_path)
+        result = FINAL_RECHECK.run(setup.executor, job)
         timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
         if timed is not None and setup.sanitizer and (winner is None or timed.speedup > winner.speedup):
             # the winner is a new best too (cached for every best before; agent.sanitizing)
-            result = setup.sanitizer.vet(
-                setup.executor, setup.problem, code, None, kernel.kernel_path, result
-            )
+            result = setup.sanitizer.vet(setup.executor, job, result)
             timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
         recorder.record(
             logged_call(

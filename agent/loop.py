@@ -14,6 +14,7 @@ from agent import toolbox
 from agent.best import beats, settle, timed_kernel, write_best
 from agent.budget import over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
+from agent.execution.executor import KernelJob
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
 from agent.providers.base import ModelReply, ProviderError, ToolCall
 from agent.run_setup import RunSetup
@@ -176,10 +177,8 @@ class Agent(RunHandle):
         self.set_phase(tool.phase)
         started = time.monotonic()
         try:
-            job = toolbox.ToolJob(
-                self.setup.problem, code, kernel_path, self.trajectory, self.setup.executor, self.on_build
-            )
-            result = tool.run(job)
+            job = KernelJob(self.setup.problem, code, kernel_path, self.trajectory, self.on_build)
+            result = tool.run(self.setup.executor, job)
         except Exception as exc:  # a harness fault is logged and told to the model, never a crash
             self.state.tool_seconds += (seconds := time.monotonic() - started)
             text = f"harness_error: the evaluator itself failed ({type(exc).__name__}: {exc}); not your kernel's fault"
@@ -195,9 +194,7 @@ class Agent(RunHandle):
             self.set_phase(
                 "sanitizing"
             )  # before it can count: a finding makes it incorrect (agent.sanitizing)
-            result = self.setup.sanitizer.vet(
-                self.setup.executor, self.setup.problem, code, self.trajectory, kernel_path, result
-            )
+            result = self.setup.sanitizer.vet(self.setup.executor, job, result)
             timed = timed_kernel(result, turn, kernel_path)
         self.state.tool_seconds += (seconds := time.monotonic() - started)
         claimed = self.standings.claim(timed, result) if timed else None

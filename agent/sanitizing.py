@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
-from agent.execution.executor import Executor
+from agent.execution.executor import Executor, KernelJob
 from tools.problem import Problem
 from tools.results import BenchResult, SanitizerReport
 
@@ -34,15 +34,13 @@ class RunSanitizer:
         self._running: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def report(
-        self, executor: Executor, problem: Problem, code: str, trajectory: int | None, kernel_path: str | None
-    ) -> SanitizerReport:
+    def report(self, executor: Executor, job: KernelJob) -> SanitizerReport:
         """The kernel's report: made now (holding a timing lease), or the one made before."""
         from tools.judge import unavailable_report
 
         if self.unavailable:
             return unavailable_report(self.unavailable)
-        key = kernel_key(problem, code)
+        key = kernel_key(job.problem, job.code)
         with self._lock:
             running = self._running.setdefault(key, threading.Lock())
         with running:  # the same kernel from two trajectories is sanitized once
@@ -50,22 +48,14 @@ class RunSanitizer:
             if earlier is not None:
                 return earlier.model_copy(update={"cached": True})
             try:
-                made = executor.sanitize(problem, code, trajectory, kernel_path)
+                made = executor.sanitize(job)
             except Exception as exc:  # the harness's fault, said as data; not kept: the next best tries again
                 return unavailable_report(f"the sanitizer itself failed ({type(exc).__name__}: {exc})")
             self._reports[key] = made
             return made
 
-    def vet(
-        self,
-        executor: Executor,
-        problem: Problem,
-        code: str,
-        trajectory: int | None,
-        kernel_path: str | None,
-        result: BenchResult,
-    ) -> BenchResult:
+    def vet(self, executor: Executor, job: KernelJob, result: BenchResult) -> BenchResult:
         """`result` (correct, about to become the best) with the sanitizer's verdict folded in."""
         from tools.judge import with_sanitizer
 
-        return with_sanitizer(result, self.report(executor, problem, code, trajectory, kernel_path))
+        return with_sanitizer(result, self.report(executor, job))

@@ -11,13 +11,13 @@ of `agent show` and the live display (agent.views.event) all read the records.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from pydantic import ValidationError
 from rich.console import RenderableType
 
-from agent.execution.executor import Executor
+from agent.execution.executor import Executor, KernelJob
 from agent.runlog.events import TimedKernel, ToolCallEvent
 from agent.views.result import bench_view, compile_view
 from tools.benchmark import SPEC as BENCHMARK_SPEC
@@ -28,22 +28,8 @@ from tools.compile_kernel import text as compile_text
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
 from tools.toolspec import ToolSpec
-from tools.wire import BuildProgress
 
 R = TypeVar("R", CompileResult, BenchResult)
-
-
-@dataclass(frozen=True)
-class ToolJob:
-    """One call's work: a kernel of one trajectory (None: the run's own), through the run's executor;
-    `on_progress` hears what its build compiles while it runs."""
-
-    problem: Problem
-    code: str
-    kernel_path: str
-    trajectory: int | None
-    executor: Executor
-    on_progress: BuildProgress | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +39,7 @@ class Tool(Generic[R]):
     spec: ToolSpec  # name, description, the system prompt's line, input schema
     phase: str  # what the heartbeat says while it runs
     result_type: type[R]
-    run: Callable[[ToolJob], R]
+    run: Callable[[Executor, KernelJob], R]  # one call's kernel, through the run's executor
     is_error: Callable[[R], bool]
     text: Callable[[R, TimedKernel | None, bool], str]  # for the model: (result, best so far, new best?)
     view: Callable[[R, str | None, bool], Iterable[RenderableType]]  # (result, kernel path, full)
@@ -100,9 +86,7 @@ COMPILE = Tool(
     spec=COMPILE_SPEC,
     phase="compiling",
     result_type=CompileResult,
-    run=lambda job: job.executor.compile(
-        job.problem, job.code, job.trajectory, job.kernel_path, on_progress=job.on_progress
-    ),
+    run=lambda executor, job: executor.compile(job),
     is_error=lambda result: not result.ok,
     text=lambda result, _best, _new: compile_text(result),
     view=compile_view,
@@ -112,9 +96,7 @@ BENCHMARK = Tool(
     spec=BENCHMARK_SPEC,
     phase="benchmarking",
     result_type=BenchResult,
-    run=lambda job: job.executor.benchmark(
-        job.problem, job.code, job.trajectory, kernel_path=job.kernel_path, on_progress=job.on_progress
-    ),
+    run=lambda executor, job: executor.benchmark(job),
     is_error=lambda result: not result.correct,
     text=bench_text,
     view=bench_view,
@@ -132,14 +114,9 @@ FINAL_RECHECK = Tool(
     ),
     phase="rechecking",
     result_type=BenchResult,
-    run=lambda job: job.executor.benchmark(
-        more_repetitions(job.problem),
-        job.code,
-        job.trajectory,
-        seed=None,
-        kernel_path=job.kernel_path,
-        on_progress=job.on_progress,
-    ),  # fmt: skip
+    run=lambda executor, job: executor.benchmark(
+        replace(job, problem=more_repetitions(job.problem)), seed=None
+    ),
     is_error=lambda result: not result.correct,
     text=lambda result, _best, _new: bench_headline(result),
     view=bench_view,

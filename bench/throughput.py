@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-from agent.execution.executor import Executor, LeasedExecutor, LocalEvaluator  # noqa: E402
+from agent.execution.executor import Executor, KernelJob, LeasedExecutor, LocalEvaluator  # noqa: E402
 from agent.execution.leases import Leases, cpu_cores, visible_gpu_count  # noqa: E402
 from agent.runlog.events import LeaseEvent  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
@@ -101,7 +101,7 @@ def measure(
             except queue.Empty:
                 break
             time.sleep(think)
-            statuses.append(executor.benchmark(problem, code, trajectory=number).status)
+            statuses.append(executor.benchmark(KernelJob(problem, code, trajectory=number)).status)
         return statuses
 
     with cf.ThreadPoolExecutor(parallel) as pool:

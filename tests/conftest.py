@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.helpers import REPO, TESTS, TINY
+
 if TYPE_CHECKING:
     from tools.problem import Problem
     from tools.supervise import WarmPool
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 # Set before any test imports the harness: every child process inherits this one cache.
 os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
@@ -93,7 +93,7 @@ def tiny() -> Problem:
     """The selective scan at tiny CPU sizes (tests/problems/scan_tiny.yaml): seconds an evaluation."""
     from tools.problem import load_problem
 
-    return load_problem(TESTS / "problems" / "scan_tiny.yaml")
+    return load_problem(TINY)
 
 
 @pytest.fixture(scope="module")

@@ -24,6 +24,7 @@ from agent.runlog.events import (
     TurnEndEvent,
 )
 from agent.runlog.reader import read_events
+from tests.helpers.processes import alive, descendants
 
 pytestmark = pytest.mark.slow
 
@@ -132,30 +133,6 @@ def test_agent_bench_agrees_with_best_json(
     # timings move between runs (both sides time the reference within their own evaluation); a verdict
     # that disagrees by more than this is a real disagreement
     assert verdict["speedup"] == pytest.approx(best.speedup, rel=0.4)
-
-
-def descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_ctrl_c_stops_the_run_and_kills_its_processes(tmp_path: Path) -> None:

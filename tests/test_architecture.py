@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -47,7 +47,8 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
 
 
 @pytest.mark.parametrize(
-    "module", ["tools/problem.py", "tools/results.py", "tools/wire.py", "tools/toolspec.py"]
+    "module",
+    ["tools/problem.py", "tools/results.py", "tools/wire.py", "tools/orders.py", "tools/toolspec.py"],
 )
 def test_shared_data_modules_belong_to_no_zone(module: str) -> None:
     mods = imported_modules(REPO / module)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from tools import compile_kernel
 from tools.cache import build_cache_dir
 from tools.cache import builds as cache
@@ -26,7 +27,6 @@ from tools.problem import Problem, load_problem
 from tools.results import BuildInfo, CompileResult, CompileStep
 from tools.worker import ccshim
 
-REPO = Path(__file__).resolve().parent.parent
 AXPY = (Path(__file__).parent / "candidates" / "cuda_axpy.py").read_text()
 RUN = os.urandom(4).hex()  # fresh sources on every run
 

@@ -17,12 +17,10 @@ import pytest
 
 from agent.cli import EXIT_BROKEN_PIPE
 from agent.providers import DEFAULT_MODEL
+from tests.helpers import REPO, TESTS, TINY
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 RUNS = TESTS / "fixtures" / "runs"
 COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
-TINY = TESTS / "problems" / "scan_tiny.yaml"
 CPU_PROBLEM = REPO / "problems" / "selective_scan_cpu.yaml"
 
 

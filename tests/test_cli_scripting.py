@@ -20,9 +20,8 @@ import pytest
 
 from agent import cli, exits
 from agent.runlog.events import RunSummary
+from tests.helpers import REPO, TESTS, TINY
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 RUNS = TESTS / "fixtures" / "runs"
 COMPLETE = RUNS / "20261129T101500Z-selective_scan-a1b2c3"
 PARALLEL = RUNS / "20261129T140000Z-selective_scan_cpu-9a7a11"
@@ -254,7 +253,7 @@ def test_check_of_a_reference_that_fails_exits_2(tmp_path: Path) -> None:
         (REPO / "problems" / "selective_scan" / "reference.py").read_text()
         + "\n\ndef _broken(self, *args):\n    raise RuntimeError('a broken reference')\n\n\nModel.forward = _broken\n"
     )
-    spec = (TESTS / "problems" / "scan_tiny.yaml").read_text()
+    spec = TINY.read_text()
     spec = spec.replace("reference: ../../problems/selective_scan/reference.py", f"reference: {reference}")
     (tmp_path / "broken.yaml").write_text(spec)
     done = agent("check", str(tmp_path / "broken.yaml"), "--json")

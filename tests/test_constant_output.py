@@ -4,18 +4,16 @@ checks are constant says which."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from tests.candidates import scan_variants as v
+from tests.helpers import TESTS
 from tools import benchmark
 from tools.judge._compare import constant_passes
 from tools.problem import Problem, Tolerance, load_problem
 from tools.supervise import WarmPool
 
-TESTS = Path(__file__).resolve().parent
 # The honest C++ scan, then what the degenerate reference does with it: one softmax over one element.
 HONEST = v.with_forward_tail("y = torch.softmax(y[..., :1], dim=-1)")
 # Calls its extension (as the library policy asks), then returns the constant.

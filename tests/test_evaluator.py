@@ -13,11 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
+from tests.helpers import REPO, TESTS, TINY
 from tools import benchmark, compile_kernel
 from tools.problem import Problem, ProblemError, load_problem
-
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +206,7 @@ def _agent(*args: str) -> subprocess.CompletedProcess[str]:
 def test_cli_bench_json_and_exit_codes(tmp_path: Path) -> None:
     kernel = tmp_path / "k.py"
     kernel.write_text(v.baseline())
-    ok = _agent("bench", str(TESTS / "problems" / "scan_tiny.yaml"), str(kernel), "--json", "--seed", "7")
+    ok = _agent("bench", str(TINY), str(kernel), "--json", "--seed", "7")
     assert ok.returncode == 0, ok.stderr
     data = json.loads(ok.stdout)  # exactly one JSON object
     for key in ("status", "correct", "speedup", "flags", "message", "cases", "timings", "compile"):
@@ -216,7 +214,7 @@ def test_cli_bench_json_and_exit_codes(tmp_path: Path) -> None:
     assert data["seed"] == 7
     assert data["compile"]["cached"] in (True, False)
     kernel.write_text(v.wrong_no_skip())
-    wrong = _agent("bench", str(TESTS / "problems" / "scan_tiny.yaml"), str(kernel), "--json")
+    wrong = _agent("bench", str(TINY), str(kernel), "--json")
     assert wrong.returncode == 1
     assert json.loads(wrong.stdout)["correct"] is False
     missing = _agent("bench", str(tmp_path / "nope.yaml"), str(kernel))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 import pytest
 
 from agent.best import Standings, could_overtake, final_recheck
+from agent.execution.executor import KernelJob
 from agent.run_setup import RunSetup
 from agent.runlog.events import BestRecord, Event, TimedKernel
 from tools.problem import Problem
@@ -35,9 +36,9 @@ class Rechecker:
     def __init__(self, results: dict[str, BenchResult]) -> None:
         self.results, self.measured = results, []
 
-    def benchmark(self, problem: Problem, code: str, trajectory: object, **kwargs: Any) -> BenchResult:
-        self.measured.append(kwargs["kernel_path"])
-        return self.results[code]
+    def benchmark(self, job: KernelJob, seed: int | None = None) -> BenchResult:
+        self.measured.append(job.kernel_path)
+        return self.results[job.code]
 
 
 class Log:

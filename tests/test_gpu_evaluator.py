@@ -5,15 +5,13 @@ Run there with `python -m pytest -m gpu`. Skipped where no CUDA device is visibl
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.helpers import REPO
 from tools import benchmark, compile_kernel
 from tools.problem import load_problem
 from tools.supervise.pool import pool_for
 
-REPO = Path(__file__).resolve().parent.parent
 BASELINE = REPO / "problems" / "selective_scan" / "solutions" / "01_naive_fused.py"
 
 

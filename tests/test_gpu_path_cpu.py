@@ -19,15 +19,12 @@ from typing import Any
 import pytest
 
 from tests.candidates import scan_variants as v
-from tools import benchmark, wire
+from tools import benchmark, orders, wire
 from tools.judge import _verdicts, clock_disagreement
 from tools.problem import Limits, Problem
 from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
 from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
-
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 
 
 def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:
@@ -62,9 +59,8 @@ def test_a_zygote_that_reached_the_driver_never_serves_a_cuda_candidate(
         zygote.wait_ready()
         assert zygote.cuda_fork.startswith("poisoned"), zygote.cuda_fork
         with Job.create(v.baseline(), ev.jobs_dir) as job:
-            outcome = run_candidate(
-                job, cuda, {"mode": "bench", "cases": [], "timing": []}, launcher=ev.launch_candidate
-            )
+            bench = orders.CandidateRequest(mode="bench")
+            outcome = run_candidate(job, cuda, bench, launcher=ev.launch_candidate)
         assert outcome.fell_back
         assert any("CUDA cannot start in the zygote's children" in n for n in outcome.notices), (
             outcome.notices

@@ -13,14 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.execution.executor import LeasedExecutor
+from agent.execution.executor import KernelJob, LeasedExecutor
 from agent.execution.leases import Leases
 from agent.runlog.data import LeaseSpan, lease_spans, overlapping_leases
 from agent.runlog.events import LeaseEvent
+from tests.helpers import TINY
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
-
-TINY = Path(__file__).parent / "problems" / "scan_tiny.yaml"
 
 
 class SleepEvaluator:
@@ -51,7 +50,7 @@ def hammer(executor: LeasedExecutor, trajectories: int, per_trajectory: int) -> 
 
     def trajectory(k: int) -> None:
         for i in range(per_trajectory):
-            executor.benchmark(problem, f"kernel {k}-{i}", trajectory=k)
+            executor.benchmark(KernelJob(problem, f"kernel {k}-{i}", trajectory=k))
 
     with cf.ThreadPoolExecutor(trajectories) as pool:
         list(pool.map(trajectory, range(1, trajectories + 1)))
@@ -97,7 +96,7 @@ def test_a_kernel_that_does_not_compile_is_not_timed() -> None:
     executor = LeasedExecutor(Leases(gpus=None), SleepEvaluator(0.01))
     events: list[LeaseEvent] = []
     executor.on_event = events.append
-    result = executor.benchmark(load_problem(TINY), "broken kernel", trajectory=1)
+    result = executor.benchmark(KernelJob(load_problem(TINY), "broken kernel", trajectory=1))
     assert result.status == "compile_error"
     assert not result.correct
     assert {e.kind for e in events} == {"compile"}

@@ -47,12 +47,11 @@ from agent.runlog.writer import RunLog, write_model
 from agent.views.follow import Follower, follow, follow_status_text
 from agent.views.live import BuildStep, Progress, RichDisplay, StatusLine, status_text
 from agent.views.run import ShowOptions
+from tests.helpers import REPO, TESTS
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 from tools.wire import Building
 
-REPO = Path(__file__).resolve().parent.parent
-TESTS = Path(__file__).resolve().parent
 PLAYBACK = TESTS / "problems" / "scan_tiny_playback.yaml"
 NAIVE = REPO / "problems" / "selective_scan_cpu" / "trajectory" / "01_naive.py"
 

@@ -22,7 +22,7 @@ from agent.best import SPREAD_SIGMAS
 from agent.runlog.data import RunData, overlapping_leases
 from agent.runlog.events import BestEvent, BestRecord, RunInfo
 from agent.runlog.reader import load_run
-from tests.test_agent_e2e import alive, descendants
+from tests.helpers.processes import alive, descendants
 
 pytestmark = pytest.mark.slow
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.helpers import REPO
+
 PLAYBACKS = sorted(REPO.glob("problems/*/trajectory.yaml")) + sorted(
     REPO.glob("tests/problems/*/trajectory.yaml")
 )

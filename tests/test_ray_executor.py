@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.execution.executor import LeasedExecutor
+from agent.execution.executor import KernelJob, LeasedExecutor
 from agent.execution.leases import Leases
 from agent.runlog.data import overlapping_leases
 from agent.runlog.events import RunConfig
 from agent.runlog.reader import load_run
 from tests.candidates import scan_variants
+from tests.helpers import TESTS, TINY
 from tools.problem import load_problem
 from tools.results import BenchResult
 
@@ -26,8 +27,6 @@ ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.slow
 
-TESTS = Path(__file__).parent
-TINY = TESTS / "problems" / "scan_tiny.yaml"
 PLAYBACK = TESTS / "problems" / "scan_tiny_playback.yaml"
 SEED = 20261129
 
@@ -65,10 +64,11 @@ def test_ray_gives_the_local_verdicts(ray_executor: object) -> None:
     problem = load_problem(TINY)
     local = LeasedExecutor(Leases(gpus=None))
     codes = {name: make() for name, make in CANDIDATES.items()}
-    here = {name: local.benchmark(problem, code, seed=SEED) for name, code in codes.items()}
+    here = {name: local.benchmark(KernelJob(problem, code), seed=SEED) for name, code in codes.items()}
     with cf.ThreadPoolExecutor(len(codes)) as pool:  # at once: Ray's resources do the leasing
         futures = {
-            name: pool.submit(ray_executor.benchmark, problem, code, 1, SEED) for name, code in codes.items()
+            name: pool.submit(ray_executor.benchmark, KernelJob(problem, code, trajectory=1), SEED)
+            for name, code in codes.items()
         }  # type: ignore[attr-defined]
         there = {name: f.result() for name, f in futures.items()}
     assert {n: r.status for n, r in here.items()} == {

@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import TINY
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.envinfo import collect_env
 from tools.problem import load_problem
 from tools.results import TimingStats
-
-TINY = Path(__file__).resolve().parent / "problems" / "scan_tiny.yaml"
 
 
 def stats(rse: float) -> TimingStats:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from tools import benchmark, compile_kernel
 from tools.problem import Problem, load_problem
 
-REPO = Path(__file__).resolve().parent.parent
 PROBLEM = REPO / "problems" / "selective_scan.yaml"
 SHIPPED_BEST = REPO / "problems" / "selective_scan" / "solutions" / "best.py"
 MIN_SPEEDUP = 20.0

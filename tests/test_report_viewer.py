@@ -22,7 +22,7 @@ from agent.runlog.data import RunData
 from agent.runlog.events import ToolCallEvent
 from agent.runlog.reader import load_run
 from tests.browser import chromium, dump_dom
-from tests.test_view_report import charts, marker_points
+from tests.helpers.charts import charts, marker_points
 
 ROOT = Path(__file__).resolve().parent.parent
 H200_RUN = ROOT / "bench" / "results" / "h200" / "scripted_run" / "run.tar.gz"

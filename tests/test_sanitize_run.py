@@ -25,12 +25,12 @@ from agent.runlog.events import BestRecord, RunConfig, ToolCallEvent
 from agent.runlog.reader import load_run
 from agent.sanitizing import RunSanitizer
 from agent.views.live import NullDisplay
-from tests.test_parallel_loop import PLAYBACK, TRAJECTORY, FixedTimeEvaluator
+from tests.helpers import REPO, TINY
+from tests.helpers.playback import PLAYBACK, TRAJECTORY, FixedTimeEvaluator
 from tools.judge._sanitize import report_of
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, SanitizerReport, SanitizerRun
 
-REPO = Path(__file__).resolve().parent.parent
 RACY = "scan_blocked"  # load_inline's name in 03_blocked_simd.py: the fastest kernel
 
 
@@ -225,7 +225,7 @@ def test_agent_bench_refuses_tools_that_cannot_sanitize_the_problem(
     """Before any evaluation: compute-sanitizer's tools are for CUDA problems, asan for CPU ones."""
     kernel = tmp_path / "k.py"
     kernel.write_text("class ModelNew:\n    pass\n")
-    problem = REPO / "tests" / "problems" / "scan_tiny.yaml"
+    problem = TINY
     done = subprocess.run(
         [sys.executable, "-m", "agent.cli", "bench", str(problem), str(kernel), "--sanitize-tools", tools],
         cwd=REPO, capture_output=True, text=True, timeout=120,

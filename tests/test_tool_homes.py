@@ -8,18 +8,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from agent import toolbox
+from tests.helpers import REPO
 from tools import compile_kernel
 from tools.benchmark import SPEC as BENCHMARK_SPEC
 from tools.compile_kernel import SPEC as COMPILE_SPEC
 from tools.problem import Problem
 from tools.supervise import listen
-
-REPO = Path(__file__).resolve().parent.parent
 
 BOTH_ARE_CALLS = """
 import inspect, sys

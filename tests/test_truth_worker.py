@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.problem import Case
 from tools.worker import fresh, refmod, truth
 
@@ -37,19 +37,23 @@ def test_each_checked_call_gets_its_own_truth_and_the_fp32_error_is_made_once(
 
     monkeypatch.setattr(truth.Judge, "truth_and_error", counted)
     offsets = [0, 7, 29]
-    item = {
-        "name": "small", "sizes": SIZES, "seed": 123, "truth_offsets": offsets, "time_reference": False,
-        "reference_cfg": {}, "data_path": str(tmp_path / "data.pt"), "truth_path": str(tmp_path / "truth.pt"),
-    }  # fmt: skip
+    loop = orders.LoopSettings(
+        warmup=0, min_iters=3, max_iters=3, target_rse=0.1, max_seconds=1.0
+    )  # not timed
+    item = orders.TruthShape(
+        name="small", sizes=SIZES, seed=123, truth_offsets=offsets, time_reference=False, reference_cfg=loop,
+        data_path=str(tmp_path / "data.pt"), truth_path=str(tmp_path / "truth.pt"),
+    )  # fmt: skip
+    request = orders.TruthRequest(reference_source=REFERENCE.read_text(), device="cpu", timing=[item])
     channel = Sent()
-    truth.prepare_timing({"reference_source": REFERENCE.read_text()}, item, "cpu", channel)  # type: ignore[arg-type]  # a stand-in Channel
+    truth.prepare_timing(request, item, "cpu", channel)  # type: ignore[arg-type]  # a stand-in Channel
 
     assert len(fp32_runs) == 1
     (ready,) = channel.messages
     assert isinstance(ready, wire.TimingReady)
     assert len(ready.ref_errors) == len(offsets)
     assert len({e.model_dump_json() for e in ready.ref_errors}) == 1
-    truths = torch.load(item["truth_path"], weights_only=True)
+    truths = torch.load(item.truth_path, weights_only=True)
     built = refmod.build_case(REFERENCE.read_text(), Case(name="small"), SIZES, 123)
     model64 = built["model"].double()
     for offset, made in zip(offsets, truths, strict=True):

@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
+from tests.helpers import REPO, TINY
 from tools import benchmark, compile_kernel
 from tools.problem import Problem
 from tools.results import BenchResult
 from tools.supervise import WarmPool
-
-TESTS = Path(__file__).resolve().parent
-REPO = TESTS.parent
 
 LEAVES_STATE = v.replace("import torch\n", "import torch\ntorch.kagent_leftover = 1\n")
 SEES_STATE = v.with_forward_tail('if "kagent_leftover" in vars(torch):', "    y = y * 0")
@@ -120,15 +118,16 @@ def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(
 
 def test_the_final_recheck_leaves_the_seed_to_the_evaluator(tiny: Problem) -> None:
     """A seed of its own would make truth nobody prepared; None takes a secret one never used before."""
-    from agent.toolbox import FINAL_RECHECK, ToolJob, more_repetitions
+    from agent.execution.executor import KernelJob
+    from agent.toolbox import FINAL_RECHECK, more_repetitions
 
     class Recording:
-        def benchmark(self, problem: Problem, code: str, trajectory: object, **kwargs: object) -> None:
-            self.problem, self.kwargs = problem, kwargs
+        def benchmark(self, job: KernelJob, seed: int | None = 1) -> None:
+            self.problem, self.seed = job.problem, seed
 
     executor = Recording()
-    FINAL_RECHECK.run(ToolJob(tiny, "code", "kernels/001.py", None, executor))  # type: ignore[arg-type]
-    assert executor.kwargs["seed"] is None
+    FINAL_RECHECK.run(executor, KernelJob(tiny, "code", "kernels/001.py"))  # type: ignore[arg-type]
+    assert executor.seed is None
     assert executor.problem.content_hash == more_repetitions(tiny).content_hash
 
 
@@ -199,7 +198,7 @@ if sys.argv[2] == "sigint":
 @pytest.mark.parametrize("how", ["exit", "sigint"])
 def test_no_process_or_folder_is_left_after_the_harness_exits(tiny: Problem, how: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(TESTS / "problems" / "scan_tiny.yaml"), how],
+        [sys.executable, "-c", SCRIPT, str(TINY), how],
         cwd=REPO, capture_output=True, text=True, timeout=600, env={**os.environ, "KERNEL_AGENT_WARM": "1"},
     )  # fmt: skip
     info = json.loads(proc.stdout.strip().splitlines()[0])

@@ -12,7 +12,7 @@
   deadlines, job folders, the warm pool.
 - `tools.cache`: what is kept between evaluations: builds and reference times.
 - Shared data, no behaviour: `tools.problem` (specs), `tools.results` (typed results), `tools.wire`
-  (the worker messages), `tools.toolspec` (what the model is told of a tool), `tools.envinfo` (facts
+  (the worker messages), `tools.orders` (what the harness asks of a worker), `tools.toolspec` (what the model is told of a tool), `tools.envinfo` (facts
   about the machine).
 
 Outside `tools/`, only these modules and the packages' own re-exports (their `__init__`) are imported:

@@ -19,15 +19,33 @@ from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.envinfo import collect_env
 from tools.judge import _phases as phases
-from tools.judge._evaluate import evaluate, integrity_notices
+from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
-from tools.results import BenchResult, CaseResult, SanitizerReport, SanitizerRun, ShapeTiming, TimingStats
+from tools.results import (
+    BenchResult,
+    CaseResult,
+    CompileResult,
+    SanitizerReport,
+    SanitizerRun,
+    ShapeTiming,
+    TimingStats,
+)
 from tools.supervise import WarmPool, kernel_hash, pool_for, visible_gpu
 from tools.toolspec import ToolSpec
 
-__all__ = ["SPEC", "BenchResult", "BestSoFar", "benchmark", "headline", "prepare_ahead", "text"]
+__all__ = [
+    "SPEC",
+    "BenchResult",
+    "BestSoFar",
+    "benchmark",
+    "headline",
+    "needs_evaluation",
+    "not_compiled",
+    "prepare_ahead",
+    "text",
+]
 
 SPEC = ToolSpec(
     name="benchmark",
@@ -99,6 +117,24 @@ def benchmark(
     result.seconds = time.monotonic() - start
     result.phases = phases.finish(clock, result.seconds)
     return result
+
+
+def needs_evaluation(compiled: CompileResult) -> bool:
+    """Whether `benchmark` goes past this compile: it compiled (or did, with no GPU here to run it on: the
+    evaluation then says `no_device`). An executor that compiles first under a compile lease asks this."""
+    return compiled.ok or compiled.status == "no_device"
+
+
+def not_compiled(problem: Problem, kernel_code: str, compiled: CompileResult) -> BenchResult:
+    """What `benchmark` says of a kernel whose compile failed (`needs_evaluation` false), without running it
+    again: the judge's verdict on a failed import, with the source checks' flags."""
+    flags, _ = check_source(kernel_code)
+    base = {
+        "problem": problem.name,
+        "problem_hash": problem.content_hash,
+        "kernel_hash": compiled.kernel_hash,
+    }
+    return compile_failure(compiled, base, flags, compiled.output)
 
 
 SPARE_CORES = 8  # from this many, a worker starting beside the reference's timing has a core of its own

@@ -9,7 +9,7 @@ judge (tools/judge/_compile.py). It says nothing about correctness: that is `ben
 
 from __future__ import annotations
 
-from tools import wire
+from tools import orders, wire
 from tools.judge._compile import compile_result
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
@@ -28,8 +28,6 @@ SPEC = ToolSpec(
     ),
     brief="does it build? errors at your line numbers.",
 )
-
-COMPILE_REQUEST = {"mode": "compile", "cases": [], "timing": []}  # the worker imports, and runs nothing
 
 
 def compile_kernel(
@@ -60,12 +58,12 @@ def compile_kernel(
     with Job.create(kernel_code, ev.jobs_dir if ev else None) as job:
         if ev is None:
             with visible_gpu(gpu):
-                outcome = run_candidate(job, problem, COMPILE_REQUEST, on_message=progress)
+                outcome = run_candidate(job, problem, orders.COMPILE, on_message=progress)
         else:
             outcome = run_candidate(
                 job,
                 problem,
-                COMPILE_REQUEST,
+                orders.COMPILE,
                 progress,
                 launcher=ev.launch_candidate,
                 secret_dirs=[ev.staging],

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from datetime import UTC, datetime
 
+from pydantic import TypeAdapter
+
 from tools.cache import cache_root
 from tools.problem import Problem
 from tools.results import EnvInfo
@@ -95,14 +97,17 @@ print(json.dumps({"name": p.name, "sms": p.multi_processor_count, "memory_gb": p
 """
 
 
+_PROBED: TypeAdapter[dict[str, object]] = TypeAdapter(dict[str, object])
+
+
 def _gpu_probe() -> dict[str, object] | None:
     """SMs, memory, L2 and a measured copy bandwidth, cached per host (a few seconds, once)."""
     path = cache_root() / f"gpu-{platform.node()}.json"
     if path.is_file():
-        return json.loads(path.read_text())
+        return _PROBED.validate_json(path.read_text())
     try:
         out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
-        info = json.loads(out.stdout.strip().splitlines()[-1])
+        info = _PROBED.validate_json(out.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):
         return None
     path.write_text(json.dumps(info))

@@ -3,7 +3,8 @@
 Every message is a pydantic model with a `Literal` `event` tag; the parent reads a line back through a
 discriminated union (`parse_worker_message`) and counts anything that does not validate as a bad message,
 never trusting it. Workers (tools.worker) send with `Channel.send(Message(...))`; the parent's readers are
-in tools.supervise. The zygote's control socket carries its own union (`ZygoteReport`).
+in tools.supervise. The zygote's control socket carries its own union (`ZygoteReport`). The other
+direction, what the harness asks of a worker, is tools/orders.py.
 
 A candidate's code runs in the same process as the candidate worker and can write to this channel too:
 validation gives a message its shape, not authority. The parent accepts from the candidate side only what

@@ -20,6 +20,7 @@ import hashlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from agent.execution.leases import Leases
@@ -70,23 +71,17 @@ class LocalEvaluator:
         kill_all_children()
 
 
-def not_compiled(problem: Problem, compiled: CompileResult) -> BenchResult:
-    """The benchmark's verdict on a kernel whose compile failed (what benchmark() itself would say)."""
-    return BenchResult(
-        status=compiled.status,
-        correct=False,
-        speedup=None,
-        message=compiled.message,
-        compile=compiled,
-        problem=problem.name,
-        problem_hash=problem.content_hash,
-        kernel_hash=compiled.kernel_hash,
-        output=compiled.output,
-    )
+@dataclass(frozen=True)
+class KernelJob:
+    """One kernel's compile, benchmark or sanitizer run: what it runs on, and what names it in the lease
+    events (`kernel_path`, where the run saved it; `trajectory`, None for the run's own). `on_progress`
+    hears what its build compiles while it runs (a live display; a Ray task sends back its result only)."""
 
-
-def needs_timing(compiled: CompileResult) -> bool:
-    return compiled.ok or compiled.status == "no_device"
+    problem: Problem
+    code: str
+    kernel_path: str | None = None
+    trajectory: int | None = None
+    on_progress: BuildProgress | None = None
 
 
 def ignore_event(event: LeaseEvent) -> None:
@@ -101,48 +96,31 @@ class Executor(ABC):
         self.on_event: Callable[[LeaseEvent], None] = ignore_event
 
     @abstractmethod
-    def compile(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        kernel_path: str | None = None,
-        *,
-        on_progress: BuildProgress | None = None,
-    ) -> CompileResult: ...
+    def compile(self, job: KernelJob) -> CompileResult: ...
 
     @abstractmethod
-    def evaluate_compiled(
-        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
-    ) -> BenchResult: ...
+    def evaluate_compiled(self, job: KernelJob, seed: int | None) -> BenchResult: ...
 
-    def benchmark(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        seed: int | None = None,
-        kernel_path: str | None = None,
-        on_progress: BuildProgress | None = None,
-    ) -> BenchResult:
-        compiled = self.compile(problem, code, trajectory, kernel_path, on_progress=on_progress)
-        if not needs_timing(compiled):
-            return not_compiled(problem, compiled)
-        return self.evaluate_compiled(problem, code, trajectory, seed, kernel_path)
+    def benchmark(self, job: KernelJob, seed: int | None = None) -> BenchResult:
+        """`seed` None: the evaluation draws one in secret (and may use truth made ahead for it)."""
+        from tools.benchmark import needs_evaluation, not_compiled
+
+        compiled = self.compile(job)
+        if not needs_evaluation(compiled):
+            return not_compiled(job.problem, job.code, compiled)
+        return self.evaluate_compiled(job, seed)
 
     def warm_up(self, problem: Problem) -> None:
         """The run starts: make its first evaluation's worker and truth now, while the model writes the
         kernel, where the executor can (default: nothing; each evaluation makes its own)."""
         del problem  # nothing made ahead by default
 
-    def sanitize(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
-    ) -> SanitizerReport:
+    def sanitize(self, job: KernelJob) -> SanitizerReport:
         """The sanitizer on a kernel (a run's new best) at the problem's smallest case, where the executor
         can run it (default: it cannot, and the report says so)."""
         from tools.judge import unavailable_report
 
-        del problem, code, trajectory, kernel_path
+        del job
         return unavailable_report(f"{type(self).__name__} does not run the sanitizer")
 
     @abstractmethod
@@ -164,17 +142,9 @@ class LeasedExecutor(Executor):
         self._building: dict[str, threading.Lock] = {}
         self._building_lock = threading.Lock()
 
-    def compile(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        kernel_path: str | None = None,
-        *,
-        on_progress: BuildProgress | None = None,
-    ) -> CompileResult:
-        with self._same_code(code), self.leases.compile(self.on_event, trajectory, kernel_path):
-            return self.evaluator.compile(problem, code, on_progress)
+    def compile(self, job: KernelJob) -> CompileResult:
+        with self._same_code(job.code), self.leases.compile(self.on_event, job.trajectory, job.kernel_path):
+            return self.evaluator.compile(job.problem, job.code, job.on_progress)
 
     def _same_code(self, code: str) -> threading.Lock:
         """One lock per kernel source: identical code compiles once at a time (then from the cache)."""
@@ -182,21 +152,17 @@ class LeasedExecutor(Executor):
         with self._building_lock:
             return self._building.setdefault(key, threading.Lock())
 
-    def evaluate_compiled(
-        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
-    ) -> BenchResult:
-        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
-            return self.evaluator.evaluate(problem, code, gpu, seed=seed)
+    def evaluate_compiled(self, job: KernelJob, seed: int | None) -> BenchResult:
+        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path) as gpu:
+            return self.evaluator.evaluate(job.problem, job.code, gpu, seed=seed)
 
-    def sanitize(
-        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None
-    ) -> SanitizerReport:
+    def sanitize(self, job: KernelJob) -> SanitizerReport:
         """Under a timing lease: the sanitizer holds the GPU (or, on a CPU problem, the host) as timing does."""
         run = getattr(self.evaluator, "sanitize", None)  # an evaluator may not sanitize
         if run is None:
-            return super().sanitize(problem, code, trajectory, kernel_path)
-        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
-            report: SanitizerReport = run(problem, code, gpu)
+            return super().sanitize(job)
+        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path) as gpu:
+            report: SanitizerReport = run(job.problem, job.code, gpu)
             return report
 
     def warm_up(self, problem: Problem) -> None:

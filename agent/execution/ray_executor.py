@@ -24,11 +24,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from agent.execution.executor import Executor
+from agent.execution.executor import Executor, KernelJob
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
-from tools.wire import BuildProgress
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]  # agent/execution/ray_executor.py -> the repo
 PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
@@ -144,28 +143,19 @@ class RayExecutor(Executor):
             )
         )
 
-    def compile(
-        self,
-        problem: Problem,
-        code: str,
-        trajectory: int | None = None,
-        kernel_path: str | None = None,
-        *,
-        on_progress: BuildProgress | None = None,  # a Ray task sends back its result only
-    ) -> CompileResult:
-        task = self._call(self._compile, problem.model_dump_json(), code)
-        self._record("compile", task, trajectory, kernel_path)
+    def compile(self, job: KernelJob) -> CompileResult:
+        """`job.on_progress` hears nothing: a Ray task sends back its result only."""
+        task = self._call(self._compile, job.problem.model_dump_json(), job.code)
+        self._record("compile", task, job.trajectory, job.kernel_path)
         return CompileResult.model_validate_json(task["payload"])
 
-    def evaluate_compiled(
-        self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
-    ) -> BenchResult:
-        if problem.spec.device == "cuda":
+    def evaluate_compiled(self, job: KernelJob, seed: int | None) -> BenchResult:
+        if job.problem.spec.device == "cuda":
             task_fn = self._evaluate.options(num_gpus=1, num_cpus=1, max_retries=0)
         else:
             task_fn = self._evaluate.options(num_cpus=self._timing_cpus, max_retries=0)
-        task = self._call(task_fn, problem.model_dump_json(), code, seed)
-        self._record("timing", task, trajectory, kernel_path)
+        task = self._call(task_fn, job.problem.model_dump_json(), job.code, seed)
+        self._record("timing", task, job.trajectory, job.kernel_path)
         return BenchResult.model_validate_json(task["payload"])
 
     def kill_all(self) -> None:

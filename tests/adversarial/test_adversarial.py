@@ -15,7 +15,8 @@ import pytest
 
 from tests.adversarial import candidates as c
 from tests.candidates import scan_variants as v
-from tools import benchmark
+from tests.helpers import TESTS, TINY
+from tools import benchmark, orders
 from tools.judge import check_source
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
@@ -26,7 +27,6 @@ from tools.worker import build
 from tools.worker.refmod import derive_seed
 
 HERE = Path(__file__).resolve().parent
-TESTS = HERE.parent
 
 
 def _processes_with(needle: str) -> list[int]:
@@ -174,11 +174,17 @@ def test_no_seed_reaches_the_candidate(tiny: Problem) -> None:
 
 def test_a_leaked_seed_stops_the_evaluation_before_the_candidate_starts() -> None:
     secret = "918273645546372819"
-    _check_no_secrets({"PATH": "/usr/bin"}, {"cases": [{"name": "odd"}]}, [secret])  # clean: no error
+
+    def request(data_path: str) -> orders.CandidateRequest:
+        case = orders.CandidateCase(name="odd", data_path=data_path, out_path="/job/work/case_0.out.pt")
+        return orders.CandidateRequest(mode="bench", cases=[case])
+
+    clean = request("/job/shared/case_0.pt")
+    _check_no_secrets({"PATH": "/usr/bin"}, clean, [secret])  # clean: no error
     with pytest.raises(RuntimeError, match="secret value"):
-        _check_no_secrets({"EXTRA": f"x{secret}"}, {}, [secret])
+        _check_no_secrets({"EXTRA": f"x{secret}"}, clean, [secret])
     with pytest.raises(RuntimeError, match="secret value"):
-        _check_no_secrets({}, {"cases": [{"seed": int(secret)}]}, [secret])
+        _check_no_secrets({}, request(f"/job/shared/{secret}.pt"), [secret])
 
 
 # --- the runtime guard (audit hook) ------------------------------------------------------------------------
@@ -271,7 +277,7 @@ def test_compiles_run_under_the_memory_cap(tmp_path: Path) -> None:
 def _problem_with_own_reference(tmp_path: Path) -> tuple[Problem, Path]:
     ref = tmp_path / "reference.py"
     shutil.copy(TESTS.parent / "problems" / "selective_scan" / "reference.py", ref)
-    spec = (TESTS / "problems" / "scan_tiny.yaml").read_text()
+    spec = TINY.read_text()
     (tmp_path / "p.yaml").write_text(spec.replace("../../problems/selective_scan/reference.py", str(ref)))
     return load_problem(tmp_path / "p.yaml"), ref
 

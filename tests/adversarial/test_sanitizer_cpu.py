@@ -16,9 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.candidates import scan_variants as v
-
-REPO = Path(__file__).resolve().parents[2]
-TINY = REPO / "tests" / "problems" / "scan_tiny.yaml"
+from tests.helpers import REPO, TINY
 
 pytestmark = pytest.mark.slow
 

@@ -15,8 +15,8 @@ two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.
 """
 
 from tools.judge._check import check_problem
-from tools.judge._sanitize import availability as sanitizer_availability
 from tools.judge._sanitize import sanitize, unavailable_report, with_sanitizer
+from tools.judge._sanitizer_tools import availability as sanitizer_availability
 from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 

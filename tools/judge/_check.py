@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 from pydantic import BaseModel
 
-from tools import wire
-from tools.problem import Problem
+from tools import orders, wire
+from tools.problem import Case, Problem
 from tools.supervise import ChildOutcome, Deadline, Job, child_env, run_child
 from tools.worker.refmod import derive_seed
 
@@ -33,14 +32,15 @@ def check_problem(problem: Problem) -> CheckResult:
     case = problem.smallest_case()
     sizes = {**problem.size_constants, **case.sizes}
     start = time.monotonic()
-    device, not_checked = problem.spec.device, []
-    outcome = run_reference(problem, case.model_dump(), sizes, device)
+    device: orders.Device = problem.spec.device
+    not_checked: list[str] = []
+    outcome = run_reference(problem, case, sizes, device)
     no_device = outcome.first(wire.NoDevice)
     if no_device is not None:
         # A valid spec is still worth checking without a GPU: the reference runs on the CPU instead.
         device = "cpu"
         not_checked.append(f"the reference on a CUDA GPU ({no_device.message}): it ran on the CPU instead")
-        outcome = run_reference(problem, case.model_dump(), sizes, device)
+        outcome = run_reference(problem, case, sizes, device)
     common = {
         "problem": problem.name, "case": case.name, "sizes": sizes, "device": device,
         "seconds": time.monotonic() - start, "not_checked": not_checked,
@@ -68,21 +68,20 @@ def check_problem(problem: Problem) -> CheckResult:
     )  # fmt: skip
 
 
-def run_reference(
-    problem: Problem, case: dict[str, object], sizes: dict[str, int], device: str
-) -> ChildOutcome:
+def run_reference(problem: Problem, case: Case, sizes: dict[str, int], device: orders.Device) -> ChildOutcome:
     """The truth worker on one case, without timing: the reference's float64 output on `device`."""
     with Job.create("") as job:
-        item = {
-            "case": case,
-            "sizes": sizes,
-            "seed": derive_seed(0, str(case["name"])),
-            "data_path": str(job.shared / "case.pt"),
-            "truth_path": str(job.private / "case.truth.pt"),
-        }
-        request = {"reference_source": problem.reference_source, "device": device}
+        item = orders.TruthCase(
+            name=case.name,
+            case=case,
+            sizes=sizes,
+            seed=derive_seed(0, case.name),
+            data_path=str(job.shared / "case.pt"),
+            truth_path=str(job.private / "case.truth.pt"),
+        )
+        request = orders.TruthRequest(reference_source=problem.reference_source, device=device, cases=[item])
         path = job.private / "request.json"
-        path.write_text(json.dumps(request | {"cases": [item], "timing": []}))
+        path.write_text(request.model_dump_json())
         return run_child(
             "tools.worker.truth", [str(path)], cwd=job.work, env=child_env(job.work),
             deadline=Deadline(problem.spec.limits.eval_timeout_s),

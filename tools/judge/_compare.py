@@ -6,6 +6,7 @@ import torch
 
 from tools.problem import Tolerance
 from tools.results import CaseResult
+from tools.wire import ReferenceError_
 
 
 def _index(flat: int, shape: torch.Size) -> list[int]:
@@ -20,24 +21,30 @@ def _rel_l2(diff_norm: float, truth_norm: float) -> float:
     return diff_norm / truth_norm if truth_norm > 0 else diff_norm
 
 
+def _widened(spec_tol: Tolerance, ref_err: ReferenceError_ | None) -> Tolerance:
+    """The tolerance widened to the fp32 reference's own error, where it is known."""
+    if ref_err is None:
+        return spec_tol.widened(None, None)
+    return spec_tol.widened(ref_err.ref_max_abs_err, ref_err.ref_rel_l2_err)
+
+
 def compare(
     name: str,
     out: torch.Tensor,
     truth: torch.Tensor,
     spec_tol: Tolerance,
     sizes: dict[str, int],
-    ref_err: dict[str, float] | None = None,
+    ref_err: ReferenceError_ | None = None,
 ) -> CaseResult:
-    ref_err = ref_err or {}
-    tol = spec_tol.widened(ref_err.get("ref_max_abs_err"), ref_err.get("ref_rel_l2_err"))
+    tol = _widened(spec_tol, ref_err)
     base = {
         "name": name,
         "sizes": sizes,
         "numel": truth.numel(),
         "atol": tol.atol,
         "rel_l2_bound": tol.rel_l2,
-        "ref_max_abs_err": ref_err.get("ref_max_abs_err"),
-        "ref_rel_l2_err": ref_err.get("ref_rel_l2_err"),
+        "ref_max_abs_err": ref_err.ref_max_abs_err if ref_err else None,
+        "ref_rel_l2_err": ref_err.ref_rel_l2_err if ref_err else None,
     }
     if tuple(out.shape) != tuple(truth.shape):
         return CaseResult(
@@ -95,16 +102,14 @@ def compare(
     )
 
 
-def constant_passes(
-    truth: torch.Tensor, spec_tol: Tolerance, ref_err: dict[str, float] | None = None
-) -> bool:
+def constant_passes(truth: torch.Tensor, spec_tol: Tolerance, ref_err: ReferenceError_ | None = None) -> bool:
     """Whether one value everywhere (the truth's mean) would pass against `truth`: a check that cannot tell
     a kernel from a constant (KernelBench has references whose output is constant, e.g. a softmax over a
     dimension of size 1). A range wider than twice the widest bound rules it out without a comparison."""
     if truth.numel() == 0:
         return True
     t = truth.to(torch.float64)
-    tol = spec_tol.widened((ref_err or {}).get("ref_max_abs_err"), (ref_err or {}).get("ref_rel_l2_err"))
+    tol = _widened(spec_tol, ref_err)
     low, high = float(t.min()), float(t.max())
     if high - low > 2 * (tol.atol + tol.rtol * max(abs(low), abs(high))):
         return False

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
@@ -31,7 +31,7 @@ from tools.judge._verdicts import (
     where_it_stopped,
 )
 from tools.problem import Problem
-from tools.results import BenchResult, EnvInfo, Flag, TimingStats
+from tools.results import BenchResult, CompileResult, EnvInfo, Flag, TimingStats
 from tools.supervise import (
     HARNESS,
     ChildOutcome,
@@ -58,7 +58,7 @@ def evaluate(
     launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
     no_device = truth.first(wire.NoDevice) is not None
     if no_device or truth.first(wire.Done) is None:
-        outcome = run_candidate(job, problem, {"mode": "compile", "cases": [], "timing": []}, **launch)
+        outcome = run_candidate(job, problem, orders.COMPILE, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
         base["env"] = _with_containment(base["env"], outcome.containment)
         if no_device:
@@ -177,6 +177,15 @@ def _suspicious(outcome: ChildOutcome, clean: bool) -> bool:
     return not clean or outcome.timed_out or bool(outcome.swept) or outcome.bad_messages > 0
 
 
+def compile_failure(comp: CompileResult, base: dict[str, Any], flags: list[Flag], output: str) -> BenchResult:
+    """The verdict on a kernel that did not compile or import: its compile's status and message; nothing ran."""
+    return BenchResult(
+        status=comp.status if comp.status != "ok" else "import_error", correct=False, speedup=None,
+        message=comp.message, compile=comp, output=output, flags=[f.name for f in flags], flag_details=flags,
+        **base,
+    )  # fmt: skip
+
+
 def _verdict(
     problem: Problem,
     outcome: ChildOutcome,
@@ -199,11 +208,7 @@ def _verdict(
             message=f"the harness failed while judging: {outcome.handler_errors[0]}", **base,
         )  # fmt: skip
     if outcome.first(wire.Imported) is None or comp.status != "ok":
-        return BenchResult(
-            status=comp.status if comp.status != "ok" else "import_error", correct=False, speedup=None,
-            message=comp.message, compile=comp, output=outcome.output,
-            flags=[f.name for f in verdicts.flags.values()], flag_details=list(verdicts.flags.values()), **base,
-        )  # fmt: skip
+        return compile_failure(comp, base, list(verdicts.flags.values()), outcome.output)
     cases = case_results(verdicts, outcome)
     timings, usage = timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
     usage_guards(verdicts, problem, usage)
@@ -221,7 +226,7 @@ def _verdict(
     correct = status == "ok"
     primary = next((t for t in timings if t.primary), None)
     result = BenchResult(
-        status=status,  # type: ignore[arg-type]
+        status=status,
         correct=correct,
         speedup=primary.speedup if correct and primary else None,
         flags=[f.name for f in verdicts.flags.values()],

@@ -14,10 +14,7 @@ other shapes' cached medians are not checked (a check of each would cost the H20
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._plan import Plan
 from tools.problem import Problem
@@ -40,18 +37,18 @@ def agrees(cached: TimingStats, fresh: TimingStats) -> bool:
     return within_spread and within_range
 
 
-def check_request(problem: Problem, plan: Plan) -> dict[str, Any]:
+def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
     """The truth worker's request: the reference timed at the primary shape, no truth, no data files."""
     index = problem.spec.timing.index(problem.primary)
-    item = plan.timing[index]
-    cfg = {
-        **item["reference_cfg"], "warmup": 1, "min_iters": CALLS, "max_iters": CALLS,
-        "max_seconds": min(float(item["reference_cfg"].get("max_seconds", CHECK_SECONDS)), CHECK_SECONDS),
-    }  # fmt: skip
-    check = {"name": item["name"], "sizes": item["sizes"], "seed": item["seed"], "truth_offsets": []}
-    check |= {"time_reference": True, "reference_cfg": cfg}
-    request = {"reference_source": problem.reference_source, "device": problem.spec.device}
-    return request | {"cases": [], "timing": [check]}
+    shape = plan.timing[index].truth
+    cfg = shape.reference_cfg.model_copy(
+        update={"warmup": 1, "min_iters": CALLS, "max_iters": CALLS,
+                "max_seconds": min(shape.reference_cfg.max_seconds, CHECK_SECONDS)}
+    )  # fmt: skip
+    check = shape.model_copy(update={"truth_offsets": [], "time_reference": True, "reference_cfg": cfg})
+    return orders.TruthRequest(
+        reference_source=problem.reference_source, device=problem.spec.device, timing=[check]
+    )
 
 
 def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | None) -> ChildOutcome:
@@ -60,7 +57,7 @@ def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | 
     if pool is not None:
         return pool.run_truth(problem.data_hash, request, deadline)
     path = job.private / "reference_check.json"
-    path.write_text(json.dumps(request))
+    path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"
     workdir.mkdir(exist_ok=True)
     env = child_env(workdir, harness=job.harness)

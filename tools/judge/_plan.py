@@ -3,15 +3,15 @@ for it by the truth worker, and evaluations prepared ahead of time while the mod
 
 from __future__ import annotations
 
-import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import BaseModel, ConfigDict, Field
 
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.problem import Problem
@@ -23,19 +23,81 @@ from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, c
 from tools.worker.refmod import derive_seed
 
 
-def timing_cfgs(problem: Problem) -> tuple[dict[str, Any], dict[str, Any]]:
+def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSettings]:
     """The timing loop's settings for the candidate, and for the reference (bounded in seconds)."""
     cfg = problem.spec.timing_config
-    candidate = cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
-    return candidate, {**candidate, "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds)}
+    candidate = orders.LoopSettings.model_validate(
+        cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
+    )
+    reference = candidate.model_copy(update={"max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds)})
+    return candidate, reference
 
 
-@dataclass
-class Plan:
+class _Planned(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedCase(_Planned):
+    """One correctness case as the judge sees it: the truth worker's order, the candidate's, and what the
+    truth worker said of the fp32 reference on it (`ref_error`, once the truth is made)."""
+
+    truth: orders.TruthCase
+    out_path: str
+    derived: bool  # added by the harness (input_variants): not judged where the reference is not finite on it
+    ref_error: wire.ReferenceError_ | None = None
+
+    @property
+    def name(self) -> str:
+        return self.truth.name
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return self.truth.sizes
+
+    def for_candidate(self) -> orders.CandidateCase:
+        return orders.CandidateCase(name=self.name, data_path=self.truth.data_path, out_path=self.out_path)
+
+
+class PlannedShape(_Planned):
+    """One timing shape as the judge sees it: the truth worker's order, the candidate's loop settings, and
+    the fp32 reference's own error on each checked call's inputs (once the truth is made)."""
+
+    truth: orders.TruthShape
+    out_path: str
+    profile: bool
+    cfg: orders.LoopSettings
+    ref_errors: list[wire.ReferenceError_] = Field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.truth.name
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return self.truth.sizes
+
+    @property
+    def ref_call_s(self) -> float | None:
+        return min((e.ref_call_s for e in self.ref_errors), default=None)
+
+    def for_candidate(
+        self, cfg: orders.LoopSettings | None = None, profile: bool | None = None
+    ) -> orders.CandidateShape:
+        return orders.CandidateShape(
+            name=self.name, data_path=self.truth.data_path, out_path=self.out_path,
+            profile=self.profile if profile is None else profile, cfg=cfg or self.cfg,
+        )  # fmt: skip
+
+
+def _moved(path: str, old: Path, new: Path) -> str:
+    return str(new / Path(path).relative_to(old))
+
+
+class Plan(_Planned):
     """Every case and shape of one evaluation, with its seed and the files that carry its data."""
 
-    cases: list[dict[str, Any]]
-    timing: list[dict[str, Any]]
+    cases: list[PlannedCase]
+    timing: list[PlannedShape]
 
     @classmethod
     def make(
@@ -43,68 +105,99 @@ class Plan:
     ) -> Plan:
         candidate_cfg, reference_cfg = timing_cfgs(problem)
         cases = [
-            {
-                "name": c.name,
-                "case": c.model_dump(),
-                "sizes": {**problem.size_constants, **c.sizes},
-                "seed": derive_seed(master, c.name),
-                "data_path": str(job.shared / f"case_{i}.pt"),
-                "truth_path": str(job.private / f"case_{i}.truth.pt"),
-                "out_path": str(job.work / f"case_{i}.out.pt"),
-                # added by the harness (input_variants): not judged where the reference is not finite on it
-                "derived": i >= len(problem.spec.correctness),
-            }
+            PlannedCase(
+                truth=orders.TruthCase(
+                    name=c.name,
+                    case=c,
+                    sizes={**problem.size_constants, **c.sizes},
+                    seed=derive_seed(master, c.name),
+                    data_path=str(job.shared / f"case_{i}.pt"),
+                    truth_path=str(job.private / f"case_{i}.truth.pt"),
+                ),
+                out_path=str(job.work / f"case_{i}.out.pt"),
+                derived=i >= len(problem.spec.correctness),
+            )
             for i, c in enumerate(problem.correctness_cases)
         ]
         timing = [
-            {
-                "name": t.name,
-                "sizes": {**problem.size_constants, **t.sizes},
-                "seed": derive_seed(master, t.name),
-                # The checked calls' offsets (tools/worker/fresh.py): secret, like the seed; every other
-                # call's offset is drawn while the candidate runs (tools/judge/_calls.py).
-                "truth_offsets": [
-                    derive_seed(master, f"{t.name}/checked{k}")
-                    for k in range(problem.spec.timing_config.input_sets)
-                ],
-                "data_path": str(job.shared / f"timing_{i}.pt"),
-                "truth_path": str(job.private / f"timing_{i}.truth.pt"),
-                "out_path": str(job.work / f"timing_{i}.out.pt"),
-                "time_reference": refresh or refs.get(t) is None,
-                "profile": t.primary or len(problem.spec.timing) == 1,
-                "cfg": candidate_cfg,
-                "reference_cfg": reference_cfg,
-            }
+            PlannedShape(
+                truth=orders.TruthShape(
+                    name=t.name,
+                    sizes={**problem.size_constants, **t.sizes},
+                    seed=derive_seed(master, t.name),
+                    # The checked calls' offsets (tools/worker/fresh.py): secret, like the seed; every other
+                    # call's offset is drawn while the candidate runs (tools/judge/_calls.py).
+                    truth_offsets=[
+                        derive_seed(master, f"{t.name}/checked{k}")
+                        for k in range(problem.spec.timing_config.input_sets)
+                    ],
+                    data_path=str(job.shared / f"timing_{i}.pt"),
+                    truth_path=str(job.private / f"timing_{i}.truth.pt"),
+                    time_reference=refresh or refs.get(t) is None,
+                    reference_cfg=reference_cfg,
+                ),
+                out_path=str(job.work / f"timing_{i}.out.pt"),
+                profile=t.primary or len(problem.spec.timing) == 1,
+                cfg=candidate_cfg,
+            )
             for i, t in enumerate(problem.spec.timing)
         ]
-        return cls(cases, timing)
+        return cls(cases=cases, timing=timing)
 
-    def retune(self, problem: Problem) -> None:
-        """Time with `problem`'s settings: a plan made ahead for the same data serves a longer timing."""
+    def retuned(self, problem: Problem) -> Plan:
+        """Timed with `problem`'s settings: a plan made ahead for the same data serves a longer timing."""
         candidate_cfg, reference_cfg = timing_cfgs(problem)
-        for item in self.timing:
-            item["cfg"], item["reference_cfg"] = dict(candidate_cfg), dict(reference_cfg)
+        timing = [
+            t.model_copy(
+                update={
+                    "cfg": candidate_cfg,
+                    "truth": t.truth.model_copy(update={"reference_cfg": reference_cfg}),
+                }
+            )
+            for t in self.timing
+        ]
+        return self.model_copy(update={"timing": timing})
 
-    def relocate(self, old: Path, new: Path) -> None:
+    def relocated(self, old: Path, new: Path) -> Plan:
         """The job moved from `old` to `new`: every path in the plan follows it."""
-        for item in self.cases + self.timing:
-            for key in ("data_path", "truth_path", "out_path"):
-                rel = Path(item[key]).relative_to(old)
-                item[key] = str(new / rel)
 
-    def candidate_request(self) -> dict[str, Any]:
+        def move(item: PlannedCase | PlannedShape) -> dict[str, object]:
+            truth = item.truth.model_copy(
+                update={
+                    "data_path": _moved(item.truth.data_path, old, new),
+                    "truth_path": _moved(item.truth.truth_path, old, new),
+                }
+            )
+            return {"truth": truth, "out_path": _moved(item.out_path, old, new)}
+
+        cases = [c.model_copy(update=move(c)) for c in self.cases]
+        timing = [t.model_copy(update=move(t)) for t in self.timing]
+        return self.model_copy(update={"cases": cases, "timing": timing})
+
+    def only_case(self, name: str) -> Plan:
+        """One correctness case and no timing shape (the sanitizers' run)."""
+        return self.model_copy(update={"cases": [c for c in self.cases if c.name == name], "timing": []})
+
+    def candidate_request(self) -> orders.CandidateRequest:
         """Only what the candidate needs: where its inputs are and where to put outputs (no seeds, no truth)."""
-        keep = ("name", "data_path", "out_path", "profile", "cfg")
-        return {
-            "mode": "bench",
-            "cases": [{k: c[k] for k in keep if k in c} for c in self.cases],
-            "timing": [{k: t[k] for k in keep if k in t} for t in self.timing],
-        }
+        return orders.CandidateRequest(
+            mode="bench",
+            cases=[c.for_candidate() for c in self.cases],
+            timing=[t.for_candidate() for t in self.timing],
+        )
+
+    def truth_request(self, problem: Problem) -> orders.TruthRequest:
+        return orders.TruthRequest(
+            reference_source=problem.reference_source,
+            device=problem.spec.device,
+            cases=[c.truth for c in self.cases],
+            timing=[t.truth for t in self.timing],
+        )
 
     def secrets(self, master: int) -> list[str]:
         """Values that must never reach the candidate (short user-given seeds are not checkable as text)."""
-        values = [str(master)] + [str(item["seed"]) for item in self.cases + self.timing]
-        values += [str(offset) for item in self.timing for offset in item["truth_offsets"]]
+        values = [str(master)] + [str(item.truth.seed) for item in self.cases + self.timing]
+        values += [str(offset) for item in self.timing for offset in item.truth.truth_offsets]
         return [v for v in values if len(v) >= 8]
 
     def take_truth(self) -> dict[str, Any]:
@@ -112,24 +205,29 @@ class Plan:
         of the same user could read any file, but it cannot see this one (its own PID namespace)."""
         truths: dict[str, Any] = {}
         for item in self.cases + self.timing:
-            path = Path(item["truth_path"])
+            path = Path(item.truth.truth_path)
             if path.is_file():
-                truths[item["name"]] = torch.load(path, weights_only=True)
+                truths[item.name] = torch.load(path, weights_only=True)
                 path.unlink()
         return truths
 
-    def attach_reference_errors(self, truth: ChildOutcome) -> None:
+    def with_reference_errors(self, truth: ChildOutcome) -> Plan:
         """The fp32 reference's own error per case/set, which widens the tolerance where honest fp32 drifts."""
         cases = {m.name: m for m in truth.all(wire.CaseReady)}
         shapes = {m.name: m for m in truth.all(wire.TimingReady)}
-        for item in self.cases:
-            msg = cases.get(item["name"])
-            item["ref_err"] = msg.model_dump(include={"ref_max_abs_err", "ref_rel_l2_err"}) if msg else {}
-            item["ref_call_s"] = msg.ref_call_s if msg else None
-        for item in self.timing:
-            errors = shapes[item["name"]].ref_errors if item["name"] in shapes else []
-            item["ref_errors"] = [e.model_dump() for e in errors]
-            item["ref_call_s"] = min((e.ref_call_s for e in errors), default=None)
+
+        def case_error(name: str) -> wire.ReferenceError_ | None:
+            msg = cases.get(name)
+            return (
+                wire.ReferenceError_.model_validate(msg.model_dump(include=REFERENCE_ERROR)) if msg else None
+            )
+
+        planned = [c.model_copy(update={"ref_error": case_error(c.name)}) for c in self.cases]
+        timing = [
+            t.model_copy(update={"ref_errors": list(shapes[t.name].ref_errors) if t.name in shapes else []})
+            for t in self.timing
+        ]
+        return self.model_copy(update={"cases": planned, "timing": timing})
 
     def call_bounds(
         self, problem: Problem, refs: ReferenceTimes, fresh: dict[str, TimingStats | None]
@@ -138,34 +236,35 @@ class Plan:
         the reference's median where it is known (`fresh`: timed in this evaluation), else from its one
         call while the truth was made."""
         limits = problem.spec.limits
-        bounds = {("case", c["name"]): call_bound(limits, c.get("ref_call_s")) for c in self.cases}
+        bounds = {
+            ("case", c.name): call_bound(limits, c.ref_error.ref_call_s if c.ref_error else None)
+            for c in self.cases
+        }
         for item, shape in zip(self.timing, problem.spec.timing, strict=True):
             median = fresh.get(shape.name) or refs.get(shape)
-            ref_s = median.median_ms / 1e3 if median is not None else item.get("ref_call_s")
-            bounds[("timing", item["name"])] = call_bound(limits, ref_s)
+            ref_s = median.median_ms / 1e3 if median is not None else item.ref_call_s
+            bounds[("timing", item.name)] = call_bound(limits, ref_s)
         return bounds
 
-    def retime_request(self, names: set[str]) -> dict[str, Any]:
+    def retime_request(self, names: set[str]) -> orders.CandidateRequest:
         """A fresh worker times these shapes again, with twice the iterations (no cases, no profile)."""
-        request = self.candidate_request()
-        items = []
-        for item in request["timing"]:
-            if item["name"] in names:
-                cfg = dict(item["cfg"])
-                cfg["min_iters"] = max(2 * int(cfg.get("min_iters", 10)), 20)
-                cfg["max_iters"] = max(2 * int(cfg.get("max_iters", 100)), cfg["min_iters"])
-                items.append({**item, "cfg": cfg, "profile": False})
-        return {"mode": "retime", "cases": [], "timing": items}
+        timing = []
+        for item in self.timing:
+            if item.name in names:
+                min_iters = max(2 * item.cfg.min_iters, 20)
+                cfg = item.cfg.model_copy(
+                    update={"min_iters": min_iters, "max_iters": max(2 * item.cfg.max_iters, min_iters)}
+                )
+                timing.append(item.for_candidate(cfg=cfg, profile=False))
+        return orders.CandidateRequest(mode="retime", timing=timing)
 
 
-def truth_request(problem: Problem, plan: Plan) -> dict[str, Any]:
-    request = {"reference_source": problem.reference_source, "device": problem.spec.device}
-    return request | {"cases": plan.cases, "timing": plan.timing}
+REFERENCE_ERROR = set(wire.ReferenceError_.model_fields)
 
 
 def run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     path = job.private / "truth_request.json"
-    path.write_text(json.dumps(truth_request(problem, plan)))
+    path.write_text(plan.truth_request(problem).model_dump_json())
     workdir = job.private / "truth_work"
     workdir.mkdir()
     env = child_env(workdir, harness=job.harness)
@@ -210,10 +309,10 @@ def prepare(
             truth = run_truth(job, problem, plan)
         else:
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
-            truth = pool.run_truth(problem.data_hash, truth_request(problem, plan), deadline)
+            truth = pool.run_truth(problem.data_hash, plan.truth_request(problem), deadline)
         truths: dict[str, Any] = {}
         if truth.first(wire.Done) is not None:
-            plan.attach_reference_errors(truth)
+            plan = plan.with_reference_errors(truth)
             truths = plan.take_truth()
     except BaseException:
         job.cleanup()
@@ -225,7 +324,7 @@ def prefetch_usable(item: Prepared, problem: Problem, env: EnvInfo) -> bool:
     """A prepared evaluation serves only where it times nothing anew and its truth is complete."""
     refs = ReferenceTimes(problem, env)
     cached = all(refs.get(t) is not None for t in problem.spec.timing)
-    return item.ok and cached and not any(t["time_reference"] for t in item.plan.timing)
+    return item.ok and cached and not any(t.truth.time_reference for t in item.plan.timing)
 
 
 def obtain(
@@ -241,8 +340,7 @@ def obtain(
     if pool is not None and ready is not None:
         if prefetch_usable(ready, problem, env):
             old = ready.job.move_to(pool.jobs_dir)
-            ready.plan.relocate(old, ready.job.root)
-            ready.plan.retune(problem)
+            ready.plan = ready.plan.relocated(old, ready.job.root).retuned(problem)
             return ready
         ready.discard()
     master = seed if seed is not None else secrets.randbits(62)
@@ -269,5 +367,5 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
     pool.start_prefetch(problem.data_hash, truth, worker=worker_kind(problem))
 
 
-def worker_kind(problem: Problem) -> str:
+def worker_kind(problem: Problem) -> orders.WorkerKind:
     return "cuda" if problem.spec.device == "cuda" else "cpu"

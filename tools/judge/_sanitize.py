@@ -25,10 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
-from tools.judge._plan import Plan, run_truth, truth_request
+from tools.judge._plan import Plan, run_truth
 from tools.judge._sanitizer_output import Findings, NativeFindings, parse_compute_sanitizer, parse_native
 from tools.judge._sanitizer_tools import (
     FOUND_EXIT,
@@ -173,17 +173,16 @@ def judge_asan_run(outcome: ChildOutcome, log_text: str, budget_s: float) -> San
 
 def _case_data(
     problem: Problem, case: str, job: Job, ev: WarmPool | None
-) -> tuple[list[dict[str, Any]], list[str], str]:
+) -> tuple[list[orders.CandidateCase], list[str], str]:
     """The inputs and weights of one correctness case in `job` (its truth made and thrown away): the case's
     request items, the values that must not reach the candidate, and "" or why the data could not be made."""
     master = secrets.randbits(62)
-    plan = Plan.make(problem, job, master, ReferenceTimes(problem, collect_env(problem)))
-    plan.cases, plan.timing = [c for c in plan.cases if c["name"] == case], []
+    plan = Plan.make(problem, job, master, ReferenceTimes(problem, collect_env(problem))).only_case(case)
     if ev is None:
         truth = run_truth(job, problem, plan)
     else:
         deadline = Deadline(problem.spec.limits.eval_timeout_s)
-        truth = ev.run_truth(problem.data_hash, truth_request(problem, plan), deadline)
+        truth = ev.run_truth(problem.data_hash, plan.truth_request(problem), deadline)
     plan.take_truth().clear()  # off the disk: the sanitizer needs inputs only
     err = truth.first(wire.TruthError)
     why = (
@@ -191,24 +190,21 @@ def _case_data(
         if truth.first(wire.Done)
         else f"the reference could not make the case's data: {err.message if err else describe_exit(truth)}"
     )
-    request_items = [
-        {"name": c["name"], "data_path": c["data_path"], "out_path": c["out_path"]} for c in plan.cases
-    ]
-    return request_items, plan.secrets(master), why
+    return [c.for_candidate() for c in plan.cases], plan.secrets(master), why
 
 
 def _run_tool(
-    tool: str, problem: Problem, job: Job, items: list[dict[str, Any]], hidden: list[str],
+    tool: str, problem: Problem, job: Job, items: list[orders.CandidateCase], hidden: list[str],
     budget_s: float, ev: WarmPool | None, own: frozenset[str],
 ) -> SanitizerRun:  # fmt: skip
     logs = job.root / f"sanitizer-{tool}"
     logs.mkdir(mode=0o700)
-    request = {"mode": "bench", "cases": items, "timing": []}
+    request = orders.CandidateRequest(mode="bench", cases=items)
     launch: dict[str, Any] = {
         "on_message": _stop_after_cases,
         "secrets": hidden,
         "secret_dirs": [logs, *([ev.staging] if ev else [])],
-        "call_bounds": {("case", item["name"]): budget_s for item in items},
+        "call_bounds": {("case", item.name): budget_s for item in items},
         "budget_s": budget_s,
         "writable": [logs],  # the sanitizer writes its reports there, inside the worker's sealed filesystem
     }

@@ -13,7 +13,7 @@ from tools import wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge._calls import CallSchedule
 from tools.judge._compare import compare, constant_passes
-from tools.judge._plan import Plan
+from tools.judge._plan import Plan, PlannedShape
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
 from tools.results import (
@@ -73,8 +73,8 @@ class Verdicts:
     def schedule(self, name: str) -> CallSchedule:
         """The shape's call schedule, made when its loop first asks (a re-measurement gets a new one)."""
         if name not in self.calls:
-            item = next(t for t in self.plan.timing if t["name"] == name)
-            self.calls[name] = CallSchedule(list(item["truth_offsets"]), int(item["cfg"]["min_iters"]))
+            item = next(t for t in self.plan.timing if t.name == name)
+            self.calls[name] = CallSchedule(list(item.truth.truth_offsets), item.cfg.min_iters)
         return self.calls[name]
 
     def _violation(self, msg: wire.Violation) -> None:
@@ -83,35 +83,33 @@ class Verdicts:
             self.flag(msg.flag, f"{RULES[msg.flag].explanation} (seen at run time: {msg.detail[:200]})")
 
     def _judge_case(self, msg: wire.CaseDone) -> None:
-        item = next((c for c in self.plan.cases if c["name"] == msg.name), None)
+        item = next((c for c in self.plan.cases if c.name == msg.name), None)
         if item is None:
             return
         self.note_guards(msg)
         try:
-            out = torch.load(item["out_path"], weights_only=True)
-            truth = self.truths[item["name"]]
+            out = torch.load(item.out_path, weights_only=True)
+            truth = self.truths[item.name]
         except Exception as exc:
-            self.cases[item["name"]] = CaseResult(
-                name=item["name"], status="error", message=f"unreadable output: {exc}"
+            self.cases[item.name] = CaseResult(
+                name=item.name, status="error", message=f"unreadable output: {exc}"
             )
             return
         if not isinstance(out, torch.Tensor):
-            self.cases[item["name"]] = CaseResult(
-                name=item["name"], status="error", message="output is not a tensor"
+            self.cases[item.name] = CaseResult(
+                name=item.name, status="error", message="output is not a tensor"
             )
             return
-        if item.get("derived") and not bool(torch.isfinite(truth).all()):
-            self.not_applicable.add(item["name"])
-            self.cases[item["name"]] = CaseResult(
-                name=item["name"], status="skipped", sizes=item["sizes"],
+        if item.derived and not bool(torch.isfinite(truth).all()):
+            self.not_applicable.add(item.name)
+            self.cases[item.name] = CaseResult(
+                name=item.name, status="skipped", sizes=item.sizes,
                 message=f"{NOT_APPLICABLE}: the reference's output is not finite on these inputs",
             )  # fmt: skip
             return
-        result = compare(
-            item["name"], out, truth, self.problem.spec.tolerance, item["sizes"], item.get("ref_err")
-        )
+        result = compare(item.name, out, truth, self.problem.spec.tolerance, item.sizes, item.ref_error)
         result.seconds = msg.seconds
-        self.cases[item["name"]] = result
+        self.cases[item.name] = result
 
     def note_guards(self, msg: wire.CaseDone | wire.TimingDone) -> None:
         if msg.mutated:
@@ -132,8 +130,8 @@ class Verdicts:
 
     def all_cases_pass(self) -> bool:
         passed = all(
-            self.cases.get(c["name"])
-            and (self.cases[c["name"]].status == "passed" or c["name"] in self.not_applicable)
+            self.cases.get(c.name)
+            and (self.cases[c.name].status == "passed" or c.name in self.not_applicable)
             for c in self.plan.cases
         )
         return passed and not any(f.disqualifying for f in self.flags.values())
@@ -149,12 +147,12 @@ def case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
     results: list[CaseResult] = []
     died = False
     for item in verdicts.plan.cases:
-        name = item["name"]
+        name = item.name
         if name in verdicts.cases:
             results.append(verdicts.cases[name])
         elif (fail := verdicts.failures.get(f"case:{name}")) is not None:
             results.append(
-                CaseResult(name=name, status="error", message=f"{fail.error}: {fail.message}", sizes=item["sizes"])
+                CaseResult(name=name, status="error", message=f"{fail.error}: {fail.message}", sizes=item.sizes)
             )  # fmt: skip
         elif not died and ("case", name) in verdicts.started:
             died = True
@@ -163,11 +161,11 @@ def case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
                     name=name,
                     status="error",
                     message=where_it_stopped(verdicts, outcome),
-                    sizes=item["sizes"],
+                    sizes=item.sizes,
                 )
             )
         else:
-            results.append(CaseResult(name=name, status="skipped", message="not run", sizes=item["sizes"]))
+            results.append(CaseResult(name=name, status="skipped", message="not run", sizes=item.sizes))
     return results
 
 
@@ -191,7 +189,7 @@ def timing_results(
             refs.put(shape, fresh)
         reference = fresh or cached
         st = ShapeTiming(
-            name=shape.name, primary=shape is problem.primary, sizes=item["sizes"], reference=reference,
+            name=shape.name, primary=shape is problem.primary, sizes=item.sizes, reference=reference,
             reference_cached=fresh is None and cached is not None,
         )  # fmt: skip
         msg = done.get(shape.name)
@@ -230,17 +228,17 @@ def outputs_follow_contents(truths: list[torch.Tensor]) -> bool:
     return len(truths) < 2 or any(not torch.equal(truths[0], t) for t in truths[1:])
 
 
-def recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[CaseResult]:
+def recheck(verdicts: Verdicts, item: PlannedShape, problem: Problem) -> list[CaseResult]:
     """The checked calls' outputs against the float64 truth for their inputs (tools/judge/_calls.py)."""
-    name = item["name"]
+    name = item.name
     schedule = verdicts.calls.get(name)
     try:
-        outs = torch.load(item["out_path"], weights_only=True)
+        outs = torch.load(item.out_path, weights_only=True)
         truths = verdicts.truths[name]
     except Exception as exc:
         return [CaseResult(name=f"{name}/timed", status="error", message=f"unreadable outputs: {exc}")]
     kept = schedule.kept if schedule is not None else {}
-    ref_errors = item.get("ref_errors") or [None] * len(truths)
+    ref_errors: list[wire.ReferenceError_ | None] = [*item.ref_errors] or [None] * len(truths)
     results = []
     for slot, call in sorted(kept.items()):
         label = f"{name}/call{call}"
@@ -251,7 +249,7 @@ def recheck(verdicts: Verdicts, item: dict[str, Any], problem: Problem) -> list[
             )
             continue
         results.append(
-            compare(label, out, truths[slot], problem.spec.tolerance, item["sizes"], ref_errors[slot])
+            compare(label, out, truths[slot], problem.spec.tolerance, item.sizes, ref_errors[slot])
         )
     if not results or any(r.status != "passed" for r in results):
         bad = next((r for r in results if r.status != "passed"), None)
@@ -400,16 +398,16 @@ def checks_a_constant_passes(verdicts: Verdicts) -> tuple[list[str], int]:
     checks there are: where every one would, no verdict of this evaluation can be `correct`."""
     passing, total = [], 0
     for item in verdicts.plan.cases:
-        truth = verdicts.truths.get(item["name"])
-        if isinstance(truth, torch.Tensor) and item["name"] not in verdicts.not_applicable:
+        truth = verdicts.truths.get(item.name)
+        if isinstance(truth, torch.Tensor) and item.name not in verdicts.not_applicable:
             total += 1
-            if constant_passes(truth, verdicts.problem.spec.tolerance, item.get("ref_err")):
-                passing.append(item["name"])
-    for item in verdicts.plan.timing:
-        sets = verdicts.truths.get(item["name"]) or []
+            if constant_passes(truth, verdicts.problem.spec.tolerance, item.ref_error):
+                passing.append(item.name)
+    for shape in verdicts.plan.timing:
+        sets = verdicts.truths.get(shape.name) or []
         if sets:
             total += 1
-            errors = item.get("ref_errors") or [None]
-            if constant_passes(sets[0], verdicts.problem.spec.tolerance, errors[0]):
-                passing.append(item["name"])
+            first = shape.ref_errors[0] if shape.ref_errors else None
+            if constant_passes(sets[0], verdicts.problem.spec.tolerance, first):
+                passing.append(shape.name)
     return passing, total

@@ -264,9 +264,13 @@ class ChildProcess(Protocol):
     """What supervision needs of a child: `subprocess.Popen`, or a worker forked by a warm zygote."""
 
     pid: int
-    stdin: IO[bytes] | None
-    stdout: IO[bytes] | None
     returncode: int | None
+
+    @property  # read-only here: a forked worker's pipes are never None, a Popen's may be
+    def stdin(self) -> IO[bytes] | None: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
 
     def poll(self) -> int | None: ...
 

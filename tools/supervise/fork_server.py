@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import signal
@@ -17,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import IO
 
-from tools import wire
+from tools import orders, wire
 from tools.supervise import isolation
 from tools.supervise._spawn import (
     ChildOutcome,
@@ -121,7 +120,7 @@ class Zygote:
             raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
         return self.pidns
 
-    def request_prepared(self, kind: str) -> bool:
+    def request_prepared(self, kind: orders.WorkerKind) -> bool:
         """Ask for a worker made ahead of need for an evaluation of `kind` ("cuda": context, cuBLAS and the
         profiler started; "cpu": forked and contained, nothing more). False where a CUDA worker cannot start
         in the zygote's children. Returns at once: `wait_prepared` waits for it."""
@@ -135,8 +134,8 @@ class Zygote:
             return False
         with self.order_lock:
             try:
-                order = {"op": "prepare", **_containment_order(want_pidns), "kind": kind}
-                self.sock.send(json.dumps(order).encode())
+                order = orders.PrepareOrder(containment=_containment_order(want_pidns), kind=kind)
+                self.sock.send(order.model_dump_json().encode())
             except OSError:
                 return False
         return True
@@ -170,13 +169,17 @@ class Zygote:
         stdin_r, stdin_w = os.pipe()
         out_r, out_w = os.pipe()
         chan_r, chan_w = os.pipe()
-        order = {
-            "cwd": str(cwd), "env": env, "request": str(request_path), **_containment_order(want_pidns),
-            "kind": kind, "seal": seal.to_json() if seal and want_pidns else "",
-        }  # fmt: skip
+        order = orders.RunOrder(
+            containment=_containment_order(want_pidns),
+            kind=kind,
+            cwd=str(cwd),
+            env=env,
+            request=str(request_path),
+            seal=seal.to_json() if seal and want_pidns else "",
+        )
         try:
             with self.order_lock:
-                socket.send_fds(self.sock, [json.dumps(order).encode()], [stdin_r, out_w, chan_w])
+                socket.send_fds(self.sock, [order.model_dump_json().encode()], [stdin_r, out_w, chan_w])
                 pid = self.spawned.get(timeout=30)
         except (OSError, queue.Empty) as exc:
             for fd in (stdin_w, out_r, chan_r):
@@ -222,20 +225,20 @@ class Zygote:
             self.sock.close()
 
 
-def _containment_order(contained: bool) -> dict[str, bool]:
+def _containment_order(contained: bool) -> orders.Containment:
     """What a fork enters, in the PID-namespace mode: its own PID and network namespaces, no capabilities
     (the zygote leaves out what its children cannot enter; the harness sees in /proc what they did)."""
-    return {"pidns": contained, "netns": contained, "no_caps": contained}
+    return orders.Containment(pidns=contained, netns=contained, no_caps=contained)
 
 
-def _worker_kind(request_path: Path) -> str | None:
+def _worker_kind(request_path: Path) -> orders.WorkerKind | None:
     """Which prepared worker may serve this request (the harness wrote it; it is trusted): "cuda" (the
     worker creates a CUDA context) or "cpu" for an evaluation, None for a compile
     (a compile needs no CUDA context, and must not take the worker the next evaluation waits for)."""
-    request = json.loads(request_path.read_text())
-    if request.get("mode") == "compile":
+    request = orders.CandidateRequest.model_validate_json(request_path.read_text())
+    if request.mode == "compile":
         return None
-    return "cuda" if request.get("device") == "cuda" else "cpu"
+    return request.device
 
 
 class ForkedChild:

@@ -10,7 +10,6 @@ Layout of a job (a fresh temporary folder, removed afterwards):
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -18,9 +17,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from tools import wire
+from tools import orders, wire
 from tools.cache import build_cache_dir, builds, cache_root, staged
 from tools.problem import Problem
 from tools.supervise import isolation
@@ -135,9 +134,9 @@ def sweep_build_tmp(job: Job) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def _check_no_secrets(env: dict[str, str], request: dict[str, Any], secrets: Iterable[str]) -> None:
+def _check_no_secrets(env: dict[str, str], request: orders.CandidateRequest, secrets: Iterable[str]) -> None:
     """Seeds never reach the candidate: a harness bug that leaked one must stop the evaluation."""
-    blob = json.dumps(request) + "\0".join(f"{k}={v}" for k, v in env.items())
+    blob = request.model_dump_json() + "\0".join(f"{k}={v}" for k, v in env.items())
     leaked = [s for s in secrets if s and s in blob]
     if leaked:
         raise RuntimeError(f"harness bug: {len(leaked)} secret value(s) would reach the candidate's process")
@@ -160,7 +159,7 @@ class Launcher(Protocol):
 def run_candidate(
     job: Job,
     problem: Problem,
-    request: dict[str, Any],
+    request: orders.CandidateRequest,
     on_message: MessageHandler | None = None,
     secrets: Iterable[str] = (),
     *,
@@ -192,7 +191,7 @@ def run_candidate(
         return on_message(msg) if on_message else None
 
     hidden = [str(job.private), *map(str, secret_dirs)]
-    request = {"device": problem.spec.device, "secret_dirs": hidden, **request}
+    request = request.model_copy(update={"device": problem.spec.device, "secret_dirs": hidden})
     extra = {
         "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
         "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
@@ -204,7 +203,7 @@ def run_candidate(
     env = child_env(job.work, {**extra, **(extra_env or {})}, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
-    request_path.write_text(json.dumps(request))
+    request_path.write_text(request.model_dump_json())
     seal, notes = seal_for(job, writable), ""
     try:
         outcome = _launch(

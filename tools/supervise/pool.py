@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools import orders
 from tools.supervise._spawn import (
     ChildOutcome,
     Deadline,
@@ -121,7 +122,7 @@ class WarmPool:
     ) -> ChildOutcome:
         return self.zygote().launch(cwd, env, request_path, deadline, on_message, seal)
 
-    def prepare_worker(self, kind: str) -> None:
+    def prepare_worker(self, kind: orders.WorkerKind) -> None:
         """Start making a worker for an evaluation of `kind` now (beside the truth of an evaluation)."""
         self.zygote().request_prepared(kind)
 
@@ -148,11 +149,11 @@ class WarmPool:
                 server = self._truth[key] = TruthServer(self.root, self.extra_env)
             return server
 
-    def run_truth(self, key: str, request: dict[str, Any], deadline: Deadline) -> ChildOutcome:
+    def run_truth(self, key: str, request: orders.TruthRequest, deadline: Deadline) -> ChildOutcome:
         return self.truth_server(key).request(request, deadline)
 
     def start_prefetch(
-        self, key: str, prepare: Callable[[], Any] | None, *, worker: str | None = None
+        self, key: str, prepare: Callable[[], Any] | None, *, worker: orders.WorkerKind | None = None
     ) -> None:
         """Prepare the next evaluation of `key` in the background, holding the device while it runs:
         its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import subprocess
@@ -12,9 +11,8 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-from tools import wire
+from tools import orders, wire
 from tools.supervise._spawn import (
     BoundedOutput,
     ChildOutcome,
@@ -66,7 +64,7 @@ class TruthServer:
                     return None
         return None
 
-    def request(self, req: dict[str, Any], deadline: Deadline) -> ChildOutcome:
+    def request(self, req: orders.TruthRequest, deadline: Deadline) -> ChildOutcome:
         """Run one truth request; the outcome looks like a cold truth worker's (messages, arrivals, exit)."""
         start = time.monotonic()
         if not self.ready:
@@ -77,7 +75,9 @@ class TruthServer:
         rid = uuid.uuid4().hex
         assert self.proc.stdin is not None
         try:
-            self.proc.stdin.write(json.dumps({**req, "id": rid}).encode() + b"\n")
+            self.proc.stdin.write(
+                orders.ServedTruthRequest(id=rid, request=req).model_dump_json().encode() + b"\n"
+            )
             self.proc.stdin.flush()
         except OSError:
             return self._failed(start, deadline)

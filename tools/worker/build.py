@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from tools.worker.buildlog import as_list, parse_errors, parse_ptxas
 from tools.worker.ccshim import RECORDS, STARTED
 from tools.worker.instrument import ASAN_CFLAGS, ASAN_LDFLAGS, SANITIZE_BUILD_ENV, kernel_names
 
-_ORIGINAL_LOAD_INLINE = cpp_extension.load_inline
+_ORIGINAL_LOAD_INLINE: Callable[..., Any] = cpp_extension.load_inline
 _SIGNATURE = inspect.signature(_ORIGINAL_LOAD_INLINE)
 DONE_MARKER = "kernel_agent_build.json"
 LOG_NAME = "build.log"

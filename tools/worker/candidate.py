@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import collections
 import importlib.util
-import json
 import os
 import random
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
 from tools.worker import build, fresh, guard, timing
@@ -144,7 +144,8 @@ class Caller:
             poison = torch.full(self.out_shape, float("nan"), device="cuda")
             del poison  # its block goes back to the caching allocator still holding NaN
 
-    def __call__(self, args: list[Any]) -> torch.Tensor:
+    def __call__(self, args: list[Any]) -> object:
+        """The candidate's output, whatever it is (`check_output` says whether it is a plain tensor)."""
         self.calls += 1
         with torch.no_grad():
             return self.model(*args)
@@ -174,12 +175,12 @@ class Ticker:
 KEEP_BYTES = 2 << 30  # inputs of past timed calls kept alive per shape, at most
 
 
-def keep_alive(inputs: list[Any], cfg: dict[str, Any]) -> int:
+def keep_alive(inputs: list[Any], cfg: orders.LoopSettings) -> int:
     """How many calls' inputs to keep: all of a shape's calls (the judge's extension of the loop included)
     where that fits in KEEP_BYTES. Past that a pointer may recur, but never with the same contents: a cache
     keyed on it hands back a stale output, which the fingerprints and the checked calls see."""
     size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)) or 1
-    calls = int(cfg.get("warmup", 0)) + 2 * int(cfg.get("max_iters", 100)) + timing.HARD_CAP_EXTRA + 1
+    calls = cfg.warmup + 2 * cfg.max_iters + timing.HARD_CAP_EXTRA + 1
     return max(2, min(calls, KEEP_BYTES // size))
 
 
@@ -226,8 +227,8 @@ def check_output(out: Any) -> torch.Tensor:
     return out
 
 
-def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> None:
-    data = torch.load(item["data_path"], weights_only=True)
+def run_case(cls: type, item: orders.CandidateCase, device: str, channel: Channel) -> None:
+    data = torch.load(item.data_path, weights_only=True)
     model = make_model(cls, data["init_inputs"], data["state_dict"], device)
     caller = Caller(model, device, data["out_shape"])
     pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["inputs"]]
@@ -239,9 +240,9 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     caller.check_inputs(args, pristine)
-    torch.save(out.detach().to("cpu", copy=True), item["out_path"])
+    torch.save(out.detach().to("cpu", copy=True), item.out_path)
     channel.send(
-        wire.CaseDone(name=item["name"], seconds=seconds, mutated=caller.mutated, timers=tampered_timers())
+        wire.CaseDone(name=item.name, seconds=seconds, mutated=caller.mutated, timers=tampered_timers())
     )
 
 
@@ -268,16 +269,16 @@ class JudgeLink:
         return words[0] == "go"
 
 
-def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -> None:
-    data = torch.load(item["data_path"], weights_only=True)
+def run_timing(cls: type, item: orders.CandidateShape, device: str, channel: Channel) -> None:
+    data = torch.load(item.data_path, weights_only=True)
     model = make_model(cls, data["init_inputs"], data["state_dict"], device)
     base = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["base"]]
-    caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item["cfg"]))
-    judge = JudgeLink(channel, item["name"])
+    caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item.cfg))
+    judge = JudgeLink(channel, item.name)
     kept: dict[int, torch.Tensor] = {}
     current: dict[str, Any] = {}
     repeats = Repeats()
-    tick = Ticker(channel, item["name"])
+    tick = Ticker(channel, item.name)
 
     def settle_previous() -> None:
         """The previous call's output: fingerprinted, and kept where the judge asked for it."""
@@ -309,22 +310,21 @@ def run_timing(cls: type, item: dict[str, Any], device: str, channel: Channel) -
         return out
 
     def on_batch(edge: str) -> None:
-        channel.send(
-            wire.BatchBegin(name=item["name"]) if edge == "begin" else wire.BatchEnd(name=item["name"])
-        )
+        channel.send(wire.BatchBegin(name=item.name) if edge == "begin" else wire.BatchEnd(name=item.name))
 
-    samples = measure(call, prepare, device=device, on_batch=on_batch, proceed=proceed, **item["cfg"])
+    cfg = item.cfg.model_dump()
+    samples = measure(call, prepare, device=device, on_batch=on_batch, proceed=proceed, **cfg)
     if device == "cuda":
         torch.cuda.synchronize()
     check_output(current["out"])
     caller.check_inputs(current["args"], fresh.rolled(base, current["offset"]))
-    torch.save(kept, item["out_path"])  # slot -> output, for the judge's float64 re-check
+    torch.save(kept, item.out_path)  # slot -> output, for the judge's float64 re-check
     usage = None
-    if item.get("profile"):
-        channel.send(wire.Profiling(name=item["name"]))  # the profiler's start-up has its own time bound
+    if item.profile:
+        channel.send(wire.Profiling(name=item.name))  # the profiler's start-up has its own time bound
         usage = KernelUsage.model_validate(profile_call(model, base, device))
     done = wire.TimingDone(
-        name=item["name"],
+        name=item.name,
         stats=TimingStats.model_validate(samples.stats()),
         host_ms=samples.host_ms,
         device_ms=samples.device_ms,
@@ -366,10 +366,10 @@ def import_phase(channel: Channel) -> Any:
     return module
 
 
-def install_guard(req: dict[str, Any], channel: Channel) -> None:
+def install_guard(req: orders.CandidateRequest, channel: Channel) -> None:
     """The audit hook goes in last, just before the candidate's code first runs (its import)."""
     cache = Path(os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home())
-    policy = guard.Guard(Path.cwd(), [Path(p) for p in req.get("secret_dirs", [])], cache)
+    policy = guard.Guard(Path.cwd(), [Path(p) for p in req.secret_dirs], cache)
 
     def report(kind: str, detail: str) -> None:
         channel.send(wire.Violation(kind=kind, flag=guard.FLAG_FOR[kind], detail=detail))
@@ -380,9 +380,9 @@ def install_guard(req: dict[str, Any], channel: Channel) -> None:
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
     channel.send(wire.Ready())  # torch and the harness are imported (the phase breakdown starts here)
-    req = json.loads(Path(request_path).read_text())
-    device = req["device"]
-    if device == "cuda" and req["mode"] != "compile" and torch.cuda.is_available():
+    req = orders.CandidateRequest.model_validate_json(Path(request_path).read_text())
+    device = req.device
+    if device == "cuda" and req.mode != "compile" and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")
         channel.send(wire.CudaReady())
@@ -390,7 +390,7 @@ def main(request_path: str, fd: str) -> int:
     build.install(progress=channel.send)
     install_guard(req, channel)
     module = import_phase(channel)
-    if module is None or req["mode"] == "compile":
+    if module is None or req.mode == "compile":
         return 0
     cls = getattr(module, "ModelNew", None)
     if not isinstance(cls, type):
@@ -398,18 +398,18 @@ def main(request_path: str, fd: str) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
-    if req["mode"] == "retime":  # the parent re-measures shapes whose clocks disagreed (cases passed)
+    if req.mode == "retime":  # the parent re-measures shapes whose clocks disagreed (cases passed)
         channel.send(wire.Retime())
-        ok = run_items(cls, "timing", req["timing"], run_timing, device, channel)
+        ok = run_items(cls, "timing", req.timing, run_timing, device, channel)
         channel.send(wire.Done())
         return 0 if ok else 1
-    if not run_items(cls, "case", req["cases"], run_case, device, channel):
+    if not run_items(cls, "case", req.cases, run_case, device, channel):
         return 1
     # The parent judges the cases and answers on stdin: time only a candidate that is correct.
     channel.send(wire.CasesDone())
     if sys.stdin.readline().strip() != "time":
         return 0
-    if not run_items(cls, "timing", req["timing"], run_timing, device, channel):
+    if not run_items(cls, "timing", req.timing, run_timing, device, channel):
         return 1
     channel.send(wire.Done())
     return 0
@@ -418,22 +418,22 @@ def main(request_path: str, fd: str) -> int:
 def run_items(
     cls: type,
     kind: Literal["case", "timing"],
-    items: list[dict[str, Any]],
+    items: Sequence[orders.CandidateCase | orders.CandidateShape],
     runner: Any,
     device: str,
     channel: Channel,
 ) -> bool:
     """Run each item; False when the process must stop (its CUDA context is no longer usable)."""
     for item in items:
-        channel.send(wire.Start(kind=kind, name=item["name"]))
+        channel.send(wire.Start(kind=kind, name=item.name))
         try:
             runner(cls, item, device, channel)
         except CandidateError as exc:
-            channel.send(wire.Failed(kind=kind, name=item["name"], error=exc.kind, message=str(exc)))
+            channel.send(wire.Failed(kind=kind, name=item.name, error=exc.kind, message=str(exc)))
         except BaseException as exc:
             error = classify_exception(exc)
             message = candidate_traceback(exc)
-            channel.send(wire.Failed(kind=kind, name=item["name"], error=error, message=message))
+            channel.send(wire.Failed(kind=kind, name=item.name, error=error, message=message))
             if error == "cuda_error":
                 return False
         if device == "cuda":

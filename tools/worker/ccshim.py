@@ -121,8 +121,8 @@ def _stamps(paths: list[str]) -> list[list[object]]:
 
 def _still_valid(entry: Path) -> bool:
     try:
-        recorded = json.loads((entry / "deps.json").read_text())
-        return recorded == _stamps([r[0] for r in recorded])
+        recorded: list[list[object]] = json.loads((entry / "deps.json").read_text())
+        return recorded == _stamps([str(r[0]) for r in recorded])
     except (OSError, ValueError):
         return False
 

@@ -16,6 +16,8 @@ import json
 import os
 from collections.abc import Callable
 
+from pydantic import TypeAdapter
+
 CLONE_NEWNET = 0x40000000
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
@@ -89,6 +91,9 @@ def attempt(step: Callable[[], None]) -> str:
     return ""
 
 
+_PROBED: TypeAdapter[dict[str, str]] = TypeAdapter(dict[str, str])  # the probe child's report
+
+
 def probe() -> dict[str, str]:
     """Whether a child of this process can enter its own network namespace and drop its capabilities:
     for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it entered)."""
@@ -107,6 +112,6 @@ def probe() -> dict[str, str]:
         raw = pipe.read()
     os.waitpid(pid, 0)
     try:
-        return json.loads(raw)
-    except ValueError:
+        return _PROBED.validate_json(raw)
+    except ValueError:  # pydantic's ValidationError is one
         return {"netns": "probe died", "no_caps": "probe died"}

@@ -105,9 +105,12 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+def _bytes(text: str | None) -> bytes | None:
+    return None if text is None else text.encode()  # ctypes passes None as NULL
+
+
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: None if s is None else s.encode()  # noqa: E731 - ctypes wants bytes or NULL
-    if _libc().mount(enc(source), enc(target), enc(fstype), flags, enc(data)) != 0:
+    if _libc().mount(_bytes(source), _bytes(target), _bytes(fstype), flags, _bytes(data)) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {target}: {os.strerror(err)}")
 

@@ -28,7 +28,9 @@ _EVENT = torch.cuda.Event
 # A CPU build of torch has a `_CudaEventBase` placeholder without these methods: None, as without CUDA.
 _EVENT_BASE = getattr(torch._C, "_CudaEventBase", None)
 _RECORD = getattr(_EVENT_BASE, "record", None)
-_ELAPSED = getattr(_EVENT_BASE, "elapsed_time", None)
+_ELAPSED: Callable[[torch.cuda.Event, torch.cuda.Event], float] | None = getattr(
+    _EVENT_BASE, "elapsed_time", None
+)
 _EVENT_SYNC = getattr(_EVENT_BASE, "synchronize", None)
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream

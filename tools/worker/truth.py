@@ -8,7 +8,6 @@ Usage: python -m tools.worker.truth REQUEST.json CHANNEL_FD
 from __future__ import annotations
 
 import copy
-import json
 import sys
 import time
 import traceback
@@ -17,7 +16,7 @@ from typing import Any
 
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.problem import Case
 from tools.results import TimingStats
 from tools.wire import Channel
@@ -33,14 +32,15 @@ def reset_backend_flags() -> None:
     """
     if hasattr(torch.backends, "fp32_precision"):
         torch.backends.fp32_precision = "ieee"
+        cudnn = torch.backends.cudnn  # its `conv`, `rnn` and their `fp32_precision` are not in torch's stubs
         for knob in (
             torch.backends.cuda.matmul,
-            torch.backends.cudnn,
-            torch.backends.cudnn.conv,
-            torch.backends.cudnn.rnn,
+            cudnn,
+            getattr(cudnn, "conv", None),
+            getattr(cudnn, "rnn", None),
         ):
             if hasattr(knob, "fp32_precision"):
-                knob.fp32_precision = "ieee"
+                setattr(knob, "fp32_precision", "ieee")  # noqa: B010 - see above
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
@@ -64,7 +64,8 @@ class Judge:
 
     def _truth(self, inputs: list[Any]) -> torch.Tensor:
         with torch.no_grad():
-            return self.model64(*refmod.to_device(inputs, self.device, torch.float64)).detach()
+            out: torch.Tensor = self.model64(*refmod.to_device(inputs, self.device, torch.float64))
+            return out.detach()
 
     def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, wire.ReferenceError_]:
         with torch.no_grad():
@@ -94,9 +95,9 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> wire.CaseReady:
-    case = Case.model_validate(item["case"])
-    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+def prepare_case(req: orders.TruthRequest, item: orders.TruthCase, device: str) -> wire.CaseReady:
+    case = item.case
+    built = refmod.build_case(req.reference_source, case, item.sizes, item.seed)
     judge = Judge(built["model"], device)
     truth, error = judge.truth_and_error(built["inputs"])
     judge.release()
@@ -107,14 +108,14 @@ def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> wire
             "inputs": built["inputs"],
             "out_shape": list(truth.shape),
         },
-        item["data_path"],
+        item.data_path,
     )
-    torch.save(truth, item["truth_path"])
+    torch.save(truth, item.truth_path)
     return wire.CaseReady(name=case.name, shape=list(truth.shape), **error.model_dump())
 
 
 def reference_timing(
-    built: dict[str, Any], sets: list[list[Any]], device: str, cfg: dict[str, Any]
+    built: dict[str, Any], sets: list[list[Any]], device: str, cfg: orders.LoopSettings
 ) -> TimingStats:
     model = built["model"].to(device)
     on_device = [refmod.to_device(s, device) for s in sets]
@@ -127,27 +128,23 @@ def reference_timing(
         with torch.no_grad():
             return model(*current[0])
 
-    samples = measure(call, prepare, device=device, **cfg)
+    samples = measure(call, prepare, device=device, **cfg.model_dump())
     return TimingStats.model_validate(samples.stats())
 
 
-def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
-    case = Case(name=item["name"])
-    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
-    if not item[
-        "truth_offsets"
-    ]:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
+def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: str, channel: Channel) -> None:
+    case = Case(name=item.name)
+    built = refmod.build_case(req.reference_source, case, item.sizes, item.seed)
+    if not item.truth_offsets:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
         began = time.perf_counter()
-        checked = reference_timing(built, [built["inputs"]], device, item["reference_cfg"])
+        checked = reference_timing(built, [built["inputs"]], device, item.reference_cfg)
         channel.send(
-            wire.TimingReady(
-                name=item["name"], reference=checked, reference_seconds=time.perf_counter() - began
-            )
+            wire.TimingReady(name=item.name, reference=checked, reference_seconds=time.perf_counter() - began)
         )
         return
     # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
     # set rolled by that call's secret offset (tools/worker/fresh.py).
-    sets = [fresh.rolled(built["inputs"], offset) for offset in item["truth_offsets"]]
+    sets = [fresh.rolled(built["inputs"], offset) for offset in item.truth_offsets]
     judge = Judge(built["model"], device)
     # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
     # others are the same values rolled, and a third of this shape's reference calls went to them.
@@ -162,15 +159,15 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
             "base": built["inputs"],
             "out_shape": list(truths[0].shape),
         },
-        item["data_path"],
+        item.data_path,
     )
-    torch.save(truths, item["truth_path"])
+    torch.save(truths, item.truth_path)
     del truths
     start = time.perf_counter()
-    stats = reference_timing(built, sets, device, item["reference_cfg"]) if item["time_reference"] else None
+    stats = reference_timing(built, sets, device, item.reference_cfg) if item.time_reference else None
     channel.send(
         wire.TimingReady(
-            name=item["name"],
+            name=item.name,
             reference=stats,
             ref_errors=ref_errors,
             reference_seconds=time.perf_counter() - start,
@@ -178,21 +175,21 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
     )
 
 
-def run_request(req: dict[str, Any], channel: Channel) -> int:
+def run_request(req: orders.TruthRequest, channel: Channel) -> int:
     """One evaluation's data and truth: every case, then every timing shape."""
-    device = req["device"]
+    device = req.device
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
     reset_backend_flags()
     where = "start"
     try:
-        for item in req["cases"]:
-            where = f"case {item['case']['name']}"
-            channel.send(prepare_case(req, item, device))
-        for item in req["timing"]:
-            where = f"timing shape {item['name']}"
-            prepare_timing(req, item, device, channel)
+        for case in req.cases:
+            where = f"case {case.case.name}"
+            channel.send(prepare_case(req, case, device))
+        for shape in req.timing:
+            where = f"timing shape {shape.name}"
+            prepare_timing(req, shape, device, channel)
     except Exception as exc:
         channel.send(
             wire.TruthError(
@@ -207,7 +204,7 @@ def run_request(req: dict[str, Any], channel: Channel) -> int:
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
     channel.send(wire.Ready())
-    return run_request(json.loads(Path(request_path).read_text()), channel)
+    return run_request(orders.TruthRequest.model_validate_json(Path(request_path).read_text()), channel)
 
 
 def serve(fd: str) -> int:
@@ -218,12 +215,12 @@ def serve(fd: str) -> int:
         torch.empty(1, device="cuda")
     channel.send(wire.Ready())
     for line in sys.stdin:
-        req = json.loads(line)
-        channel.send(wire.Ready(id=req["id"]))
-        code = run_request(req, channel)
+        served = orders.ServedTruthRequest.model_validate_json(line)
+        channel.send(wire.Ready(id=served.id))
+        code = run_request(served.request, channel)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        channel.send(wire.RequestFinished(id=req["id"], returncode=code))
+        channel.send(wire.RequestFinished(id=served.id, returncode=code))
     return 0
 
 

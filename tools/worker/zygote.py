@@ -20,7 +20,6 @@ tools/supervise/pool.py. Usage: python -m tools.worker.zygote CONTROL_FD
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 
 # Before torch is imported: device queries through NVML, which never poisons a fork (see above).
@@ -39,7 +38,7 @@ from typing import Any
 
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.worker import contain, seal
 
 # tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
@@ -129,7 +128,7 @@ def _probe_cuda_fork() -> str:
         try:
             if torch.version.cuda is None:  # a CPU build of torch
                 verdict = "no_gpu"
-            elif torch._C._cuda_isInBadFork():
+            elif getattr(torch._C, "_cuda_isInBadFork")():  # noqa: B009 - not in torch's stubs
                 verdict = "poisoned: this process reached the CUDA driver before forking"
             elif not torch.cuda.is_available():
                 verdict = "no_gpu"
@@ -148,15 +147,15 @@ def _probe_cuda_fork() -> str:
     return verdict
 
 
-def _fresh_state(order: dict[str, Any]) -> None:
+def _fresh_state(order: orders.RunOrder) -> None:
     """What a fork copies and must not share between candidates: random state and cached temp dirs."""
     worker_candidate.PROBE_ORDER.seed(os.urandom(16))
     random.seed(os.urandom(16))
     torch.seed()
     tempfile.tempdir = None
     os.environ.clear()
-    os.environ.update(order["env"])
-    os.chdir(order["cwd"])
+    os.environ.update(order.env)
+    os.chdir(order.cwd)
 
 
 def _take_pipes(fds: list[int]) -> int:
@@ -171,26 +170,26 @@ def _take_pipes(fds: list[int]) -> int:
     return channel_fd
 
 
-def _contain(pidns: bool, netns: bool) -> None:
+def _contain(containment: orders.Containment) -> None:
     """The fork's own network and PID (and mount) namespaces. A network namespace the machine refuses is
     skipped, not fatal: the harness sees that in /proc and says so in the result."""
-    if netns:
+    if containment.netns:
         contain.attempt(contain.enter_net_namespace)
-    if pidns:
+    if containment.pidns:
         enter_pid_namespace()
 
 
-def _seal_and_drop(order: dict[str, Any], pidns: bool, no_caps: bool) -> None:
+def _seal_and_drop(order: orders.RunOrder, containment: orders.Containment) -> None:
     """Once the order names the job: its filesystem sealed (only in a mount namespace of its own: the PID
     namespace's), then no capabilities (sealing needs them). What the machine refuses is named on stderr
     and seen missing by the harness in /proc."""
-    if pidns and order.get("seal"):
-        seal.report(seal.seal(seal.SealSpec.from_json(order["seal"])))
-    if no_caps:
+    if containment.pidns and order.seal:
+        seal.report(seal.seal(seal.SealSpec.from_json(order.seal)))
+    if containment.no_caps:
         contain.attempt(contain.drop_capabilities)
 
 
-def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
+def _child(sock: socket.socket, order: orders.RunOrder, fds: list[int]) -> None:
     """The forked candidate worker; never returns."""
     code = EXIT_SETUP_FAILED
     try:
@@ -198,10 +197,10 @@ def _child(sock: socket.socket, order: dict[str, Any], fds: list[int]) -> None:
         os.setsid()
         die_with_parent()
         channel_fd = _take_pipes(fds)
-        _contain(order["pidns"], order["netns"])
-        _seal_and_drop(order, order["pidns"], order["no_caps"])
+        _contain(order.containment)
+        _seal_and_drop(order, order.containment)
         _fresh_state(order)
-        code = _run_worker(order["request"], channel_fd)
+        code = _run_worker(order.request, channel_fd)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -218,7 +217,7 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         sock.close()
         os.setsid()
         die_with_parent()
-        _contain(key.pidns, key.netns)
+        _contain(key.containment)
         if key.kind == "cuda":
             worker_usage.warm_up_cuda()
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
@@ -228,11 +227,11 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         if not raw or len(fds) != 3:
             _exit(0)
         mine.close()
-        order = json.loads(raw)
+        order = orders.RunOrder.model_validate_json(raw)
         channel_fd = _take_pipes(fds)
-        _seal_and_drop(order, key.pidns, key.no_caps)
+        _seal_and_drop(order, key.containment)
         _fresh_state(order)
-        code = _run_worker(order["request"], channel_fd)
+        code = _run_worker(order.request, channel_fd)
     except BaseException:
         traceback.print_exc()
     finally:
@@ -248,7 +247,8 @@ def _exit(code: int) -> None:
 
 def _run_worker(request_path: str, channel_fd: int) -> int:
     try:
-        return worker_candidate.main(request_path, str(channel_fd))
+        code: int = worker_candidate.main(request_path, str(channel_fd))
+        return code
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 1
     except BaseException:
@@ -270,10 +270,8 @@ def _kill_all(children: set[int]) -> None:
 class PreparedKey:
     """Which orders a worker made ahead of need may serve: their kind ("cuda" or "cpu") and containment."""
 
-    kind: str
-    pidns: bool
-    netns: bool
-    no_caps: bool
+    kind: orders.WorkerKind
+    containment: orders.Containment
 
 
 class Server:
@@ -292,23 +290,14 @@ class Server:
         sys.stderr.flush()
         return os.fork()
 
-    def _contained(self, order: dict[str, Any]) -> dict[str, Any]:
-        """The order with the containment this zygote's children can enter, of what it asks for."""
-        return {
-            **order,
-            "pidns": bool(order.get("pidns")) and self.pidns,
-            "netns": bool(order.get("netns")) and self.netns,
-            "no_caps": bool(order.get("no_caps")) and self.no_caps,
-        }
+    def _contained(self, asked: orders.Containment) -> orders.Containment:
+        """The containment this zygote's children can enter, of what an order asks for."""
+        return asked.within(self.pidns, self.netns, self.no_caps)
 
-    @staticmethod
-    def _key(order: dict[str, Any]) -> PreparedKey:
-        return PreparedKey(str(order.get("kind", "cuda")), order["pidns"], order["netns"], order["no_caps"])
-
-    def prepare(self, order: dict[str, Any]) -> None:
+    def prepare(self, order: orders.PrepareOrder) -> None:
         """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
         replaced: the evaluator has moved to another problem, or asks for other containment)."""
-        kind = self._key(self._contained(order))
+        kind = PreparedKey(order.kind, self._contained(order.containment))
         if self.prepared and self.prepared_kind == kind:
             _send(self.sock, wire.WorkerPrepared(pid=next(iter(self.prepared))))
             return
@@ -326,13 +315,14 @@ class Server:
         self.prepared[pid] = ours
         _send(self.sock, wire.Preparing(pid=pid))  # from now on the harness's sweeps spare it
 
-    def run(self, order: dict[str, Any], fds: list[int]) -> None:
+    def run(self, order: orders.RunOrder, fds: list[int]) -> None:
         """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
-        order = self._contained(order)
-        if order.get("kind") is not None and self._key(order) == self.prepared_kind and self.prepared:
+        order = order.model_copy(update={"containment": self._contained(order.containment)})
+        key = PreparedKey(order.kind, order.containment) if order.kind is not None else None
+        if key is not None and key == self.prepared_kind and self.prepared:
             pid, ours = self.prepared.popitem()
             try:
-                socket.send_fds(ours, [json.dumps(order).encode()], fds)
+                socket.send_fds(ours, [order.model_dump_json().encode()], fds)
             except OSError:
                 pid = 0
             ours.close()
@@ -396,8 +386,8 @@ def main(control_fd: str) -> int:
             if not raw:
                 _kill_all(server.children)
                 return 0
-            order = json.loads(raw)
-            if order.get("op") == "prepare":
+            order = orders.parse_zygote_order(raw)
+            if isinstance(order, orders.PrepareOrder):
                 server.prepare(order)
             else:
                 server.run(order, fds)

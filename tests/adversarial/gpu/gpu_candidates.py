@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+from tests.helpers import REPO
+
 SOLUTIONS = REPO / "problems" / "selective_scan" / "solutions"
 BASELINE = SOLUTIONS / "01_naive_fused.py"
 THREE_X_TF32 = SOLUTIONS / "06_3xtf32.py"

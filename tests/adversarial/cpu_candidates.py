@@ -31,7 +31,7 @@ def with_forward(*lines: str, src: str | None = None) -> str:
     src = src or baseline()
     start = src.index(FORWARD_HEAD)
     if not src.rstrip().endswith("return y"):
-        raise AssertionError("baseline.py's forward changed: update tests/adversarial/gpu/cpu_candidates.py")
+        raise AssertionError("baseline.py's forward changed: update tests/adversarial/cpu_candidates.py")
     return src[:start] + FORWARD_HEAD + _lines(lines)
 
 

@@ -10,17 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.gpu import cpu_candidates as c
+from tests.adversarial import cpu_candidates as c
 from tests.adversarial.gpu import gpu_candidates as g
 from tests.candidates import scan_variants as v
+from tests.helpers import REPO
 from tools import benchmark
 from tools.judge import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, check_source
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult
 
-HERE = Path(__file__).resolve().parent
-TESTS = HERE.parents[1]
-REPO = TESTS.parent
+GPU_TESTS = Path(__file__).resolve().parent / "gpu"
 
 
 @pytest.fixture(scope="module")
@@ -188,7 +187,7 @@ def test_static_check_sees_the_new_tf32_api() -> None:
 def test_small_gpu_problem_keeps_the_real_tolerance_and_tf32_probe() -> None:
     """The cheap GPU problem's verdicts stand for problems/selective_scan.yaml only while these agree."""
     real = load_problem(REPO / "problems" / "selective_scan.yaml")
-    small = load_problem(HERE / "scan_gpu_small.yaml")
+    small = load_problem(GPU_TESTS / "scan_gpu_small.yaml")
     assert small.spec.tolerance == real.spec.tolerance
     assert small.reference_source == real.reference_source
     assert small.spec.library_policy.allowed_library == real.spec.library_policy.allowed_library

@@ -1,0 +1,163 @@
+"""What the harness tells workers: the other direction of tools/wire.py.
+
+Each order is a frozen pydantic model that forbids unknown fields. The harness writes it with
+`model_dump_json` (a request file, a stdin line, a control-socket datagram) and the receiving process reads
+it back with `model_validate_json`, so a key misspelled on one side fails where it is read, not as a
+KeyError deep inside a worker. The harness writes every order; none comes from a candidate.
+
+- the truth worker (tools/worker/truth.py): `TruthRequest`, its cases and timing shapes;
+- the candidate worker (tools/worker/candidate.py): `CandidateRequest`, which names no seed and no truth;
+- the candidate zygote (tools/worker/zygote.py): `ZygoteOrder`, a fork to run or a worker to make ahead.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from tools.problem import Case
+
+Device = Literal["cuda", "cpu"]
+
+
+class _Order(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class LoopSettings(_Order):
+    """The timing loop's settings (the keyword arguments of tools.worker.timing.measure)."""
+
+    warmup: int
+    min_iters: int
+    max_iters: int
+    target_rse: float
+    max_seconds: float
+
+
+# --- the truth worker -------------------------------------------------------------------------------------
+
+
+class TruthCase(_Order):
+    """One correctness case: its inputs and weights go to `data_path`, its float64 truth to `truth_path`."""
+
+    name: str
+    case: Case
+    sizes: dict[str, int]
+    seed: int
+    data_path: str
+    truth_path: str
+
+
+class TruthShape(_Order):
+    """One timing shape: the base inputs and the truth of the calls at `truth_offsets` (tools/worker/fresh.py),
+    the reference timed where `time_reference`. No offsets: the paired check (tools/judge/_paired.py), which
+    times the reference and writes nothing."""
+
+    name: str
+    sizes: dict[str, int]
+    seed: int
+    truth_offsets: list[int]
+    data_path: str
+    truth_path: str
+    time_reference: bool
+    reference_cfg: LoopSettings
+
+
+class TruthRequest(_Order):
+    """One evaluation's data and truth."""
+
+    reference_source: str
+    device: Device
+    cases: list[TruthCase] = Field(default_factory=list)
+    timing: list[TruthShape] = Field(default_factory=list)
+
+
+class ServedTruthRequest(_Order):
+    """One request to the warm truth server (tools/supervise/truth_server.py), one stdin line; its messages
+    are told apart from a late one of an earlier request by `id`."""
+
+    id: str
+    request: TruthRequest
+
+
+# --- the candidate worker ---------------------------------------------------------------------------------
+
+
+class CandidateCase(_Order):
+    name: str
+    data_path: str
+    out_path: str
+
+
+class CandidateShape(_Order):
+    name: str
+    data_path: str
+    out_path: str
+    profile: bool
+    cfg: LoopSettings
+
+
+class CandidateRequest(_Order):
+    """Where the candidate's inputs are and where its outputs go: no seeds, no truth. `mode`: "compile"
+    (import only), "bench" (cases, then timing once the judge says so), "retime" (timing only).
+    `device` and `secret_dirs` (the folders its guard refuses to read) are set by tools.supervise.jobs."""
+
+    mode: Literal["compile", "bench", "retime"]
+    cases: list[CandidateCase] = Field(default_factory=list)
+    timing: list[CandidateShape] = Field(default_factory=list)
+    device: Device = "cpu"
+    secret_dirs: list[str] = Field(default_factory=list)
+
+
+COMPILE = CandidateRequest(mode="compile")
+
+
+# --- the candidate zygote ---------------------------------------------------------------------------------
+
+WorkerKind = Literal["cuda", "cpu"]
+"""Which worker made ahead of need may serve an order: "cuda" (its CUDA context made) or "cpu"."""
+
+
+class Containment(_Order):
+    """What a fork enters, in the PID-namespace mode (the zygote leaves out what its children cannot)."""
+
+    pidns: bool
+    netns: bool
+    no_caps: bool
+
+    def within(self, pidns: bool, netns: bool, no_caps: bool) -> Containment:
+        """Only what is asked for and also possible."""
+        return Containment(
+            pidns=self.pidns and pidns, netns=self.netns and netns, no_caps=self.no_caps and no_caps
+        )
+
+
+class PrepareOrder(_Order):
+    """Make a worker ahead of need, for evaluations of `kind`."""
+
+    op: Literal["prepare"] = "prepare"
+    containment: Containment
+    kind: WorkerKind
+
+
+class RunOrder(_Order):
+    """Fork one candidate worker (its pipes travel beside the order as file descriptors). `kind`: which
+    prepared worker may serve it, None for a compile (which must not take the one an evaluation waits for)."""
+
+    op: Literal["run"] = "run"
+    containment: Containment
+    kind: WorkerKind | None
+    cwd: str
+    env: dict[str, str]
+    request: str  # the path of its CandidateRequest
+    seal: str = ""  # the filesystem it may write, a tools.worker.seal.SealSpec as JSON ("": none asked)
+
+
+ZygoteOrder = Annotated[PrepareOrder | RunOrder, Field(discriminator="op")]
+_ZYGOTE_ORDER: TypeAdapter[ZygoteOrder] = TypeAdapter(ZygoteOrder)
+
+
+def parse_zygote_order(raw: bytes) -> ZygoteOrder:
+    """The harness wrote it: an order that does not validate is a harness bug, and raises."""
+    return _ZYGOTE_ORDER.validate_json(raw)

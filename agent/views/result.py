@@ -11,6 +11,7 @@ from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
 from tools.benchmark import sanitizer_run_text, sanitizer_text
+from tools.kbfile import SizeValue
 from tools.results import (
     NOT_APPLICABLE,
     BenchResult,
@@ -81,7 +82,7 @@ def compile_view(
         yield Text(f"{kernel.name}: {registers} registers, {spills} spill bytes{memory}", style=DIM)
 
 
-def sizes_text(sizes: dict[str, int], short: bool) -> str:
+def sizes_text(sizes: dict[str, SizeValue], short: bool) -> str:
     return " ".join(f"{SHORT_SIZES.get(k, k) if short else k}={v}" for k, v in sizes.items())
 
 

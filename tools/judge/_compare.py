@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tools.kbfile import SizeValue
 from tools.problem import Tolerance
 from tools.results import CaseResult
 
@@ -25,7 +26,7 @@ def compare(
     out: torch.Tensor,
     truth: torch.Tensor,
     spec_tol: Tolerance,
-    sizes: dict[str, int],
+    sizes: dict[str, SizeValue],
     ref_err: dict[str, float] | None = None,
 ) -> CaseResult:
     ref_err = ref_err or {}

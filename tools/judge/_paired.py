@@ -48,7 +48,13 @@ def check_request(problem: Problem, plan: Plan) -> dict[str, Any]:
         **item["reference_cfg"], "warmup": 1, "min_iters": CALLS, "max_iters": CALLS,
         "max_seconds": min(float(item["reference_cfg"].get("max_seconds", CHECK_SECONDS)), CHECK_SECONDS),
     }  # fmt: skip
-    check = {"name": item["name"], "sizes": item["sizes"], "seed": item["seed"], "truth_offsets": []}
+    check = {
+        "name": item["name"],
+        "sizes": item["sizes"],
+        "pins": item["pins"],
+        "seed": item["seed"],
+        "truth_offsets": [],
+    }
     check |= {"time_reference": True, "reference_cfg": cfg}
     request = {"reference_source": problem.reference_source, "device": problem.spec.device}
     return request | {"cases": [], "timing": [check]}

@@ -46,7 +46,8 @@ class Plan:
             {
                 "name": c.name,
                 "case": c.model_dump(),
-                "sizes": {**problem.size_constants, **c.sizes},
+                "sizes": problem.sizes_of(c),
+                "pins": problem.pins(c),
                 "seed": derive_seed(master, c.name),
                 "data_path": str(job.shared / f"case_{i}.pt"),
                 "truth_path": str(job.private / f"case_{i}.truth.pt"),
@@ -59,7 +60,8 @@ class Plan:
         timing = [
             {
                 "name": t.name,
-                "sizes": {**problem.size_constants, **t.sizes},
+                "sizes": problem.sizes_of(t),
+                "pins": problem.pins(t),
                 "seed": derive_seed(master, t.name),
                 # The checked calls' offsets (tools/worker/fresh.py): secret, like the seed; every other
                 # call's offset is drawn while the candidate runs (tools/judge/_calls.py).

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from tools import wire
+from tools.kbfile import SizeValue, as_size_value
 from tools.problem import Case
 from tools.results import TimingStats
 from tools.wire import Channel
@@ -56,6 +57,10 @@ class Judge:
     def __init__(self, model: torch.nn.Module, device: str) -> None:
         self.device = device
         self.model64 = copy.deepcopy(model).double().to(device)
+        for name, value in refmod.tensor_attributes(self.model64).items():  # .double() leaves these alone
+            refmod.set_tensor_attribute(
+                self.model64, name, value.to(device, torch.float64) if value.is_floating_point() else value
+            )
         self.model32 = model.to(device)
 
     def truth(self, inputs: list[Any]) -> torch.Tensor:
@@ -94,9 +99,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def pins_of(item: dict[str, Any]) -> dict[str, SizeValue]:
+    """The constants this case fixes (tools/problem.py `Problem.pins`); an item without them pins every
+    size it names, which comes to the same where those are the module's own constants."""
+    return {name: as_size_value(v) for name, v in item.get("pins", item["sizes"]).items()}
+
+
 def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> wire.CaseReady:
     case = Case.model_validate(item["case"])
-    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+    built = refmod.build_case(req["reference_source"], case, pins_of(item), item["seed"])
     judge = Judge(built["model"], device)
     truth, error = judge.truth_and_error(built["inputs"])
     judge.release()
@@ -104,6 +115,7 @@ def prepare_case(req: dict[str, Any], item: dict[str, Any], device: str) -> wire
         {
             "init_inputs": built["init_inputs"],
             "state_dict": built["state_dict"],
+            "attributes": built["attributes"],
             "inputs": built["inputs"],
             "out_shape": list(truth.shape),
         },
@@ -133,7 +145,7 @@ def reference_timing(
 
 def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, channel: Channel) -> None:
     case = Case(name=item["name"])
-    built = refmod.build_case(req["reference_source"], case, item["sizes"], item["seed"])
+    built = refmod.build_case(req["reference_source"], case, pins_of(item), item["seed"])
     if not item[
         "truth_offsets"
     ]:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
@@ -159,6 +171,7 @@ def prepare_timing(req: dict[str, Any], item: dict[str, Any], device: str, chann
         {
             "init_inputs": built["init_inputs"],
             "state_dict": built["state_dict"],
+            "attributes": built["attributes"],
             "base": built["inputs"],
             "out_shape": list(truths[0].shape),
         },

@@ -173,7 +173,16 @@ def test_agent_bench_takes_a_bare_file_with_its_device_and_sizes(tmp_path: Path)
     kernel = tmp_path / "relu_kernel.py"
     kernel.write_text(relu("honest"))
     argv = [sys.executable, "-m", "agent.cli", "bench", str(KB / "relu.py"), str(kernel), "--json"]
-    argv += ["--device", "cpu", "--size", "batch_size=64", "--size", "dim=16384", "--tolerance", "kernelbench"]
+    argv += [
+        "--device",
+        "cpu",
+        "--size",
+        "batch_size=64",
+        "--size",
+        "dim=16384",
+        "--tolerance",
+        "kernelbench",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=600, check=False)
     assert done.returncode == 0, done.stderr + done.stdout
     result = json.loads(done.stdout)

@@ -193,3 +193,21 @@ def test_agent_bench_takes_a_bare_file_with_its_device_and_sizes(tmp_path: Path)
     )
     assert bad.returncode == 2
     assert "height: 'width' is not a number or a tuple of numbers" in bad.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.nvcc
+def test_on_a_gpu_a_wrapped_library_call_is_flagged_as_before(warm: WarmPool) -> None:
+    """The GPU's rule, unchanged, on a bare file: `torch.relu` beside a dummy launch is `library_policy`."""
+    from tests.candidates import kernelbench_cuda
+
+    problem = load_problem(KB / "relu.py", device="cuda", sizes={"batch_size": 256, "dim": 16384})
+    honest = benchmark(problem, kernelbench_cuda.relu("honest"), pool=warm)
+    assert honest.status == "ok", honest.message
+    assert honest.flags == []
+    assert honest.usage is not None
+    assert honest.usage.method == "cuda_profiler"
+    wrapped = benchmark(problem, kernelbench_cuda.relu("library"), pool=warm)
+    flags = {f.name: f.message for f in wrapped.flag_details}
+    assert "library_policy" in flags, (wrapped.message, wrapped.usage)
+    assert "of device time is in library kernels outside the allowed (elementwise" in flags["library_policy"]

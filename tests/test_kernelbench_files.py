@@ -167,6 +167,13 @@ def test_state_that_is_not_a_parameter_is_carried_or_named(warm: WarmPool) -> No
     assert not missing.correct
     assert "the tensor attribute `self.h0` (4, 16)" in missing.message, missing.message
     assert "(found: nothing)" in missing.message
+    # ModelNew's file keeps its own batch of 4 when the evaluation overrides the reference's.
+    smaller = benchmark(
+        load_problem(KB / "rnn_hidden.py", device="cpu", sizes={"batch_size": 2}), rnn("h0"), pool=warm
+    )
+    assert not smaller.correct
+    assert "`self.h0` (2, 16)" in smaller.message, smaller.message
+    assert "(found: Tensor (4, 16)); a size the evaluation overrides (--size)" in smaller.message
 
 
 def test_agent_bench_takes_a_bare_file_with_its_device_and_sizes(tmp_path: Path) -> None:
@@ -211,3 +218,12 @@ def test_on_a_gpu_a_wrapped_library_call_is_flagged_as_before(warm: WarmPool) ->
     flags = {f.name: f.message for f in wrapped.flag_details}
     assert "library_policy" in flags, (wrapped.message, wrapped.usage)
     assert "of device time is in library kernels outside the allowed (elementwise" in flags["library_policy"]
+
+
+def test_agent_check_runs_the_reference_with_the_derived_shape() -> None:
+    from tools.judge import check_problem
+
+    result = check_problem(load_problem(KB / "conv_bias.py", device="cpu", sizes=SMALL_CONV))
+    assert result.ok, result.message
+    assert result.output_shape == [2, 8, 10, 30]
+    assert "'bias_shape': (8, 1, 1)" in result.message

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import torch
 
+SHAPE_HINT = (
+    "; a size the evaluation overrides (--size) is not changed in ModelNew's own file: read it from the "
+    "constructor's arguments or the inputs, not from a module constant of your own"
+)
+
 
 def carry_attributes(model: torch.nn.Module, attributes: dict[str, torch.Tensor]) -> str | None:
     """The reference's values replace ModelNew's own tensors of the same dotted names, so both start from
@@ -25,6 +30,7 @@ def carry_attributes(model: torch.nn.Module, attributes: dict[str, torch.Tensor]
                 f"the reference's Model keeps the tensor attribute `self.{dotted}` {tuple(value.shape)} (not a "
                 "parameter or buffer, so load_state_dict does not carry it); ModelNew must keep "
                 f"`self.{dotted}` as a plain tensor of that shape to receive the reference's value (found: {found})"
+                + (SHAPE_HINT if mine is not None else "")
             )
         setattr(owner, name, value.to(mine.device))
     return None

@@ -152,6 +152,7 @@ def test_relu_as_it_ships_honest_fitted_and_wrapped(warm: WarmPool, small_relu: 
     assert "of CPU time is in library calls outside the allowed (elementwise" in flags["library_policy"]
 
 
+@pytest.mark.slow
 def test_a_derived_shape_is_benchmarked_not_a_harness_error(warm: WarmPool) -> None:
     problem = load_problem(KB / "conv_bias.py", device="cpu", sizes=SMALL_CONV)
     result = benchmark(problem, CONV, pool=warm)
@@ -176,6 +177,7 @@ def test_state_that_is_not_a_parameter_is_carried_or_named(warm: WarmPool) -> No
     assert "(found: Tensor (4, 16)); a size the evaluation overrides (--size)" in smaller.message
 
 
+@pytest.mark.slow
 def test_agent_bench_takes_a_bare_file_with_its_device_and_sizes(tmp_path: Path) -> None:
     kernel = tmp_path / "relu_kernel.py"
     kernel.write_text(relu("honest"))

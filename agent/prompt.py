@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from agent import toolbox
 from agent.budget import Budget
+from tools.kbfile import SizeValue
 from tools.problem import Case, Problem, TimingShape
 
 LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}
 
 
-def _sizes(sizes: dict[str, int]) -> str:
+def _sizes(sizes: dict[str, SizeValue]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sizes.items()) or "the reference's defaults"
 
 
@@ -125,7 +126,13 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
             if spec.input_variants
             else ""
         ),
-        "## Timed shapes\n" + "\n".join(_shape_line(t) for t in spec.timing),
+        "## Timed shapes\n"
+        + "\n".join(_shape_line(t) for t in spec.timing)
+        + (
+            f"\nIn every case and shape: {_sizes(spec.sizes)} (what derives from them recomputed)."
+            if spec.sizes
+            else ""
+        ),
         f"## Hardware\n{hardware.strip()}",
         "## Tools\n"
         + "\n".join(toolbox.prompt_lines())

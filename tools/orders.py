@@ -16,6 +16,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tools.kbfile import SizeValue
 from tools.problem import Case
 
 Device = Literal["cuda", "cpu"]
@@ -43,7 +44,8 @@ class TruthCase(_Order):
 
     name: str
     case: Case
-    sizes: dict[str, int]
+    sizes: dict[str, SizeValue]
+    pins: dict[str, SizeValue] = Field(default_factory=dict)  # constants overridden: the reference keeps them
     seed: int
     data_path: str
     truth_path: str
@@ -55,7 +57,8 @@ class TruthShape(_Order):
     times the reference and writes nothing."""
 
     name: str
-    sizes: dict[str, int]
+    sizes: dict[str, SizeValue]
+    pins: dict[str, SizeValue] = Field(default_factory=dict)  # constants overridden: the reference keeps them
     seed: int
     truth_offsets: list[int]
     data_path: str

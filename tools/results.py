@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.kbfile import SizeValue
+
 CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crashed", "no_device"]
 BenchStatus = Literal[
     "ok",  # evaluated: correct and timed
@@ -110,7 +112,7 @@ class CaseResult(Model):
     name: str
     status: Literal["passed", "failed", "error", "skipped"]
     message: str = ""
-    sizes: dict[str, int] = Field(default_factory=dict)
+    sizes: dict[str, SizeValue] = Field(default_factory=dict)
     max_abs_err: float | None = None
     rel_l2_err: float | None = None
     worst_index: list[int] | None = None
@@ -152,7 +154,7 @@ class TimingStats(Model):
 class ShapeTiming(Model):
     name: str
     primary: bool
-    sizes: dict[str, int]
+    sizes: dict[str, SizeValue]
     candidate: TimingStats | None = None
     reference: TimingStats | None = None
     reference_cached: bool = False
@@ -173,7 +175,7 @@ class KernelUsage(Model):
     top_kernels: list[tuple[str, str, float]] = Field(
         default_factory=list, description="(name, kind, device-ms) for the costliest kernels"
     )
-    method: Literal["cuda_profiler", "extension_calls", "unavailable"] = "unavailable"
+    method: Literal["cuda_profiler", "cpu_profiler", "extension_calls", "unavailable"] = "unavailable"
 
 
 class EnvInfo(Model):

@@ -52,11 +52,45 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="seconds per tool, its start and any build included (default 120; ASan 300)",
     )
+    add_problem_options(bench)
     bench.set_defaults(handler=run_bench)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_problem_options(check)
     check.set_defaults(handler=run_check)
+
+
+def add_problem_options(parser: argparse.ArgumentParser) -> None:
+    """How a problem file is taken: a bare KernelBench `.py`'s device, constants, tolerance."""
+    from tools.problem import TOLERANCE_PRESETS
+
+    parser.add_argument(
+        "--device",
+        choices=["cpu", "cuda"],
+        help="for a bare KernelBench .py: where it runs (default: cuda where torch sees a GPU, else cpu)",
+    )
+    parser.add_argument(
+        "--size",
+        type=size_arg,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="fix a module constant in every case and shape (int, float or tuple; repeatable); constants "
+        "derived from it are recomputed",
+    )
+    parser.add_argument(
+        "--tolerance", choices=list(TOLERANCE_PRESETS), help="a named tolerance (kernelbench: atol=rtol=1e-2)"
+    )
+
+
+def size_arg(text: str) -> tuple[str, object]:
+    from tools.kbfile import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def tool_list(text: str) -> tuple[str, ...]:
@@ -69,11 +103,11 @@ def tool_list(text: str) -> tuple[str, ...]:
     return tools
 
 
-def _load(problem_path: str) -> Problem | None:
+def _load(args: argparse.Namespace) -> Problem | None:
     from tools.problem import ProblemError, load_problem
 
     try:
-        return load_problem(problem_path)
+        return load_problem(args.problem, device=args.device, sizes=dict(args.size), tolerance=args.tolerance)
     except ProblemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -107,7 +141,7 @@ def run_bench(args: argparse.Namespace) -> int:
     from tools import benchmark
     from tools.results import BenchResult
 
-    problem = _load(args.problem)
+    problem = _load(args)
     if problem is None:
         return EXIT_USAGE
     kernel = Path(args.kernel)
@@ -199,7 +233,7 @@ def run_check(args: argparse.Namespace) -> int:
     what was not checked), 2 a bad spec or a reference that fails, 3 the harness could not run it."""
     from tools.judge import check_problem
 
-    problem = _load(args.problem)
+    problem = _load(args)
     if problem is None:
         return EXIT_USAGE
     result = check_problem(problem)

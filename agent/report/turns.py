@@ -15,7 +15,7 @@ from agent import toolbox
 from agent.runlog.data import RunData, TrajectoryData, TurnData
 from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
 from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
-from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row
+from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row, usage_text
 from tools.benchmark import sanitizer_text
 from tools.results import BenchResult, CompileResult
 
@@ -266,11 +266,7 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
         parts.append(table_html(TIMING_COLUMNS, rows, numeric=[1, 2, 3, 4]))
     usage = result.usage
     if usage and usage.own_share is not None:
-        shares = [
-            f"own kernels {usage.own_share:.0%}",
-            *(f"{k} {v:.0%}" for k, v in usage.library_share.items()),
-        ]
-        parts.append(f'<p class="dim">device time: {esc(" · ".join(shares))}</p>')
+        parts.append(f'<p class="dim">{esc(usage_text(usage))}</p>')
     if result.phases:
         phases = " · ".join(f"{name} {fmt_seconds(s)}" for name, s in result.phases.items())
         parts.append(f'<p class="dim">{esc(fmt_seconds(result.seconds))} evaluating: {esc(phases)}</p>')

@@ -7,6 +7,7 @@ import time
 from pydantic import BaseModel
 
 from tools import orders, wire
+from tools.kbfile import SizeValue
 from tools.problem import Case, Problem
 from tools.supervise import ChildOutcome, Deadline, Job, child_env, run_child
 from tools.worker.refmod import derive_seed
@@ -16,7 +17,7 @@ class CheckResult(BaseModel):
     ok: bool
     problem: str
     case: str
-    sizes: dict[str, int]
+    sizes: dict[str, SizeValue]
     device: str | None = None
     """Where the reference ran: the spec's device, or `cpu` for a CUDA problem on a machine without a GPU."""
     output_shape: list[int] | None = None
@@ -30,17 +31,18 @@ class CheckResult(BaseModel):
 
 def check_problem(problem: Problem) -> CheckResult:
     case = problem.smallest_case()
-    sizes = {**problem.size_constants, **case.sizes}
+    sizes = problem.sizes_of(case)
     start = time.monotonic()
     device: orders.Device = problem.spec.device
     not_checked: list[str] = []
-    outcome = run_reference(problem, case, sizes, device)
+    pins = problem.pins(case)
+    outcome = run_reference(problem, case, pins, device)
     no_device = outcome.first(wire.NoDevice)
     if no_device is not None:
         # A valid spec is still worth checking without a GPU: the reference runs on the CPU instead.
         device = "cpu"
         not_checked.append(f"the reference on a CUDA GPU ({no_device.message}): it ran on the CPU instead")
-        outcome = run_reference(problem, case, sizes, device)
+        outcome = run_reference(problem, case, pins, device)
     common = {
         "problem": problem.name, "case": case.name, "sizes": sizes, "device": device,
         "seconds": time.monotonic() - start, "not_checked": not_checked,
@@ -68,13 +70,17 @@ def check_problem(problem: Problem) -> CheckResult:
     )  # fmt: skip
 
 
-def run_reference(problem: Problem, case: Case, sizes: dict[str, int], device: orders.Device) -> ChildOutcome:
-    """The truth worker on one case, without timing: the reference's float64 output on `device`."""
+def run_reference(
+    problem: Problem, case: Case, pins: dict[str, SizeValue], device: orders.Device
+) -> ChildOutcome:
+    """The truth worker on one case, without timing: the reference's float64 output on `device`, with the
+    constants `pins` fixes (the others derived from them in the worker)."""
     with Job.create("") as job:
         item = orders.TruthCase(
             name=case.name,
             case=case,
-            sizes=sizes,
+            sizes=pins,
+            pins=pins,
             seed=derive_seed(0, case.name),
             data_path=str(job.shared / "case.pt"),
             truth_path=str(job.private / "case.truth.pt"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tools.kbfile import SizeValue
 from tools.problem import Tolerance
 from tools.results import CaseResult
 from tools.wire import ReferenceError_
@@ -33,7 +34,7 @@ def compare(
     out: torch.Tensor,
     truth: torch.Tensor,
     spec_tol: Tolerance,
-    sizes: dict[str, int],
+    sizes: dict[str, SizeValue],
     ref_err: ReferenceError_ | None = None,
 ) -> CaseResult:
     tol = _widened(spec_tol, ref_err)

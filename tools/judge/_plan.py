@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
+from tools.kbfile import SizeValue
 from tools.problem import Problem
 from tools.results import (
     EnvInfo,
@@ -51,7 +52,7 @@ class PlannedCase(_Planned):
         return self.truth.name
 
     @property
-    def sizes(self) -> dict[str, int]:
+    def sizes(self) -> dict[str, SizeValue]:
         return self.truth.sizes
 
     def for_candidate(self) -> orders.CandidateCase:
@@ -73,7 +74,7 @@ class PlannedShape(_Planned):
         return self.truth.name
 
     @property
-    def sizes(self) -> dict[str, int]:
+    def sizes(self) -> dict[str, SizeValue]:
         return self.truth.sizes
 
     @property
@@ -109,7 +110,8 @@ class Plan(_Planned):
                 truth=orders.TruthCase(
                     name=c.name,
                     case=c,
-                    sizes={**problem.size_constants, **c.sizes},
+                    sizes=problem.sizes_of(c),
+                    pins=problem.pins(c),
                     seed=derive_seed(master, c.name),
                     data_path=str(job.shared / f"case_{i}.pt"),
                     truth_path=str(job.private / f"case_{i}.truth.pt"),
@@ -123,7 +125,8 @@ class Plan(_Planned):
             PlannedShape(
                 truth=orders.TruthShape(
                     name=t.name,
-                    sizes={**problem.size_constants, **t.sizes},
+                    sizes=problem.sizes_of(t),
+                    pins=problem.pins(t),
                     seed=derive_seed(master, t.name),
                     # The checked calls' offsets (tools/worker/fresh.py): secret, like the seed; every other
                     # call's offset is drawn while the candidate runs (tools/judge/_calls.py).

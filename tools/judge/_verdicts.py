@@ -314,6 +314,10 @@ def clock_disagreement(name: str, cand: TimingStats) -> str | None:
     return None
 
 
+# What a profiled call's shares are of: device time on a GPU, own-plus-library CPU time on the CPU.
+PROFILED = {"cuda_profiler": "device time", "cpu_profiler": "CPU time"}
+
+
 def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None) -> None:
     policy = problem.spec.library_policy
     if usage is None:
@@ -325,12 +329,12 @@ def usage_guards(verdicts: Verdicts, problem: Problem, usage: KernelUsage | None
         )
     disallowed = {k: v for k, v in usage.library_share.items() if k not in policy.allowed_library}
     share = sum(disallowed.values())
-    if usage.method == "cuda_profiler" and share > policy.max_other_library_share:
+    if usage.method in PROFILED and share > policy.max_other_library_share:
         kinds = ", ".join(f"{k} {v:.0%}" for k, v in sorted(disallowed.items(), key=lambda kv: -kv[1]))
         verdicts.flag(
             "library_policy",
-            f"{share:.0%} of device time is in library kernels outside the allowed ({kinds}); "
-            f"policy: {policy.summary.strip()}",
+            f"{share:.0%} of {PROFILED[usage.method]} is in library {'kernels' if usage.method == 'cuda_profiler' else 'calls'} "
+            f"outside the allowed ({kinds}); policy: {policy.summary.strip()}",
         )
 
 

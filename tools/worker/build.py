@@ -55,9 +55,11 @@ class BuildRegistry:
         self.own_kernel_names: set[str] = set()
         self.failed = False
         self.extension_calls = 0
+        self.profiling = False  # while the CPU usage check records a call (tools/worker/usage.py)
 
 
 REGISTRY = BuildRegistry()
+OWN_SPAN = "kernel_agent::own::"
 
 
 def cuda_arch() -> str:
@@ -119,6 +121,9 @@ class CountingModule:
 
             def counted(*args: Any, **kwargs: Any) -> Any:
                 REGISTRY.extension_calls += 1
+                if REGISTRY.profiling:  # the call's span, for the CPU's own-code time
+                    with torch.profiler.record_function(f"{OWN_SPAN}{name}"):
+                        return attr(*args, **kwargs)
                 return attr(*args, **kwargs)
 
             return counted

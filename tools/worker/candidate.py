@@ -24,6 +24,7 @@ from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
 from tools.worker import build, fresh, guard, timing
+from tools.worker.state import carry_attributes
 from tools.worker.timing import measure
 from tools.worker.truth import reset_backend_flags
 from tools.worker.usage import profile_call
@@ -99,7 +100,9 @@ def import_candidate(path: Path) -> Any:
     return module
 
 
-def make_model(cls: type, init_inputs: list[Any], state_dict: dict[str, torch.Tensor], device: str) -> Any:
+def make_model(cls: type, data: dict[str, Any], device: str) -> Any:
+    """ModelNew built as the reference was, with its weights and its plain tensor attributes."""
+    init_inputs, state_dict = data["init_inputs"], data["state_dict"]
     try:
         model = cls(*init_inputs)
     except Exception as exc:
@@ -116,6 +119,8 @@ def make_model(cls: type, init_inputs: list[Any], state_dict: dict[str, torch.Te
             "the reference's weights do not load into ModelNew with load_state_dict(strict=True); keep the "
             f"reference's parameter names and shapes. {exc}",
         ) from exc
+    if missing := carry_attributes(model, data.get("attributes", {})):
+        raise CandidateError("state_dict", missing)
     return model.to(device)
 
 
@@ -229,7 +234,7 @@ def check_output(out: Any) -> torch.Tensor:
 
 def run_case(cls: type, item: orders.CandidateCase, device: str, channel: Channel) -> None:
     data = torch.load(item.data_path, weights_only=True)
-    model = make_model(cls, data["init_inputs"], data["state_dict"], device)
+    model = make_model(cls, data, device)
     caller = Caller(model, device, data["out_shape"])
     pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["inputs"]]
     args = caller.fresh_args(pristine)
@@ -271,7 +276,7 @@ class JudgeLink:
 
 def run_timing(cls: type, item: orders.CandidateShape, device: str, channel: Channel) -> None:
     data = torch.load(item.data_path, weights_only=True)
-    model = make_model(cls, data["init_inputs"], data["state_dict"], device)
+    model = make_model(cls, data, device)
     base = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["base"]]
     caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item.cfg))
     judge = JudgeLink(channel, item.name)

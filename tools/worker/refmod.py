@@ -11,17 +11,34 @@ from typing import Any
 
 import torch
 
+from tools import kbfile
+from tools.kbfile import SizeValue
 from tools.problem import INPUT_SCALE, Case, ConstantInit, NormalInit, ParamInit, UniformInit
 
 
-def load_reference(source: str, sizes: dict[str, int]) -> types.ModuleType:
-    """A fresh module from the reference text with size constants overridden (get_inputs reads globals)."""
+def load_reference(source: str, pins: dict[str, SizeValue]) -> types.ModuleType:
+    """A fresh module from the reference text with `pins` in place of its own assignments to them, so
+    that the constants derived from them are recomputed (tools/kbfile.py)."""
     module = types.ModuleType("reference")
     module.__file__ = "reference.py"
-    exec(compile(source, "reference.py", "exec"), module.__dict__)
-    for name, value in sizes.items():
-        setattr(module, name, value)
+    kbfile.execute(source, "reference.py", pins, module.__dict__)
     return module
+
+
+def tensor_attributes(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Tensors the model keeps as plain attributes, neither parameters nor buffers (KernelBench level 3's
+    `self.h0`): the state a state dict does not carry. Dotted names for submodules'."""
+    found: dict[str, torch.Tensor] = {}
+    for prefix, sub in model.named_modules():
+        for name, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, torch.nn.Parameter):
+                found[f"{prefix}.{name}" if prefix else name] = value
+    return found
+
+
+def set_tensor_attribute(model: torch.nn.Module, dotted: str, value: torch.Tensor) -> None:
+    owner_path, _, name = dotted.rpartition(".")
+    setattr(model.get_submodule(owner_path) if owner_path else model, name, value)
 
 
 def derive_seed(master: int, label: str) -> int:
@@ -55,9 +72,9 @@ def varied(t: torch.Tensor, how: str) -> torch.Tensor:
     return (-t if how == "negated" else t * INPUT_SCALE).contiguous()
 
 
-def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dict[str, Any]:
-    """Init args, fp32 CPU state dict and fp32 CPU inputs for one case, all from `seed`."""
-    module = load_reference(source, sizes)
+def build_case(source: str, case: Case, pins: dict[str, SizeValue], seed: int) -> dict[str, Any]:
+    """Init args, fp32 CPU state dict, tensor attributes and fp32 CPU inputs for one case, from `seed`."""
+    module = load_reference(source, pins)
     torch.manual_seed(seed)
     init_inputs = list(module.get_init_inputs())
     model = module.Model(*init_inputs)
@@ -66,6 +83,7 @@ def build_case(source: str, case: Case, sizes: dict[str, int], seed: int) -> dic
     return {
         "init_inputs": init_inputs,
         "state_dict": {k: v.detach().clone() for k, v in model.state_dict().items()},
+        "attributes": {k: v.detach().clone() for k, v in tensor_attributes(model).items()},
         "inputs": inputs,
         "module": module,
         "model": model,

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from tools import orders, wire
+from tools.kbfile import SizeValue
 from tools.problem import Case
 from tools.results import TimingStats
 from tools.wire import Channel
@@ -56,6 +57,10 @@ class Judge:
     def __init__(self, model: torch.nn.Module, device: str) -> None:
         self.device = device
         self.model64 = copy.deepcopy(model).double().to(device)
+        for name, value in refmod.tensor_attributes(self.model64).items():  # .double() leaves these alone
+            refmod.set_tensor_attribute(
+                self.model64, name, value.to(device, torch.float64) if value.is_floating_point() else value
+            )
         self.model32 = model.to(device)
 
     def truth(self, inputs: list[Any]) -> torch.Tensor:
@@ -95,9 +100,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def pins_of(item: orders.TruthCase | orders.TruthShape) -> dict[str, SizeValue]:
+    """The constants this case fixes (tools/problem.py `Problem.pins`); an item without them pins every
+    size it names, which comes to the same where those are the module's own constants."""
+    return dict(item.pins or item.sizes)
+
+
 def prepare_case(req: orders.TruthRequest, item: orders.TruthCase, device: str) -> wire.CaseReady:
     case = item.case
-    built = refmod.build_case(req.reference_source, case, item.sizes, item.seed)
+    built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
     judge = Judge(built["model"], device)
     truth, error = judge.truth_and_error(built["inputs"])
     judge.release()
@@ -105,6 +116,7 @@ def prepare_case(req: orders.TruthRequest, item: orders.TruthCase, device: str) 
         {
             "init_inputs": built["init_inputs"],
             "state_dict": built["state_dict"],
+            "attributes": built["attributes"],
             "inputs": built["inputs"],
             "out_shape": list(truth.shape),
         },
@@ -134,7 +146,7 @@ def reference_timing(
 
 def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: str, channel: Channel) -> None:
     case = Case(name=item.name)
-    built = refmod.build_case(req.reference_source, case, item.sizes, item.seed)
+    built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
     if not item.truth_offsets:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
         began = time.perf_counter()
         checked = reference_timing(built, [built["inputs"]], device, item.reference_cfg)
@@ -156,6 +168,7 @@ def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: st
         {
             "init_inputs": built["init_inputs"],
             "state_dict": built["state_dict"],
+            "attributes": built["attributes"],
             "base": built["inputs"],
             "out_shape": list(truths[0].shape),
         },

@@ -1,5 +1,5 @@
 """What ran during one call of the candidate: its own kernels against library code, by the CUDA profiler
-(or, on the CPU, the calls into its own extension); and the profiler's start-up, done ahead of time in a
+(on the CPU, its extension's calls against torch's ops: tools/worker/cpu_usage.py); and the profiler's start-up, done ahead of time in a
 worker made before its candidate arrives."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from tools.worker import build
+from tools.worker import build, cpu_usage
 
 
 def classify_kernel(name: str, own: set[str]) -> str:
@@ -31,10 +31,7 @@ def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]
     """One profiled forward: which kernels ran and how much device time each kind took."""
     args = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
     if device != "cuda":
-        before = build.REGISTRY.extension_calls
-        with torch.no_grad():
-            model(*args)
-        return {"own_calls_per_forward": build.REGISTRY.extension_calls - before, "method": "extension_calls"}
+        return cpu_usage.profile_cpu_call(model, args)
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()

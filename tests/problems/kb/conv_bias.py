@@ -1,0 +1,34 @@
+"""KernelBench level 2's shape: a convolution, a bias of a shape derived from another constant
+(`bias_shape = (out_channels, 1, 1)`) and a chained `height = width = ...` (tests/test_kernelbench_files.py)."""
+
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A convolution, then a learned bias added and a ReLU."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, bias_shape):
+        super(Model, self).__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
+
+    def forward(self, x):
+        x = self.conv(x)
+        return torch.relu(x + self.bias)
+
+
+batch_size = 128
+in_channels = 3
+out_channels = 16
+height = width = 32
+kernel_size = 3
+bias_shape = (out_channels, 1, 1)
+
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, bias_shape]

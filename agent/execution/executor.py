@@ -85,6 +85,11 @@ def not_compiled(problem: Problem, compiled: CompileResult) -> BenchResult:
     )
 
 
+def on_host(problem: Problem) -> bool:
+    """A CPU problem is timed by the host clock: its timing holds the whole host, GPUs or not."""
+    return problem.spec.device != "cuda"
+
+
 def needs_timing(compiled: CompileResult) -> bool:
     return compiled.ok or compiled.status == "no_device"
 
@@ -185,7 +190,7 @@ class LeasedExecutor(Executor):
     def evaluate_compiled(
         self, problem: Problem, code: str, trajectory: int | None, seed: int | None, kernel_path: str | None
     ) -> BenchResult:
-        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
+        with self.leases.timing(self.on_event, trajectory, kernel_path, on_host(problem)) as gpu:
             return self.evaluator.evaluate(problem, code, gpu, seed=seed)
 
     def sanitize(
@@ -195,7 +200,7 @@ class LeasedExecutor(Executor):
         run = getattr(self.evaluator, "sanitize", None)  # an evaluator may not sanitize
         if run is None:
             return super().sanitize(problem, code, trajectory, kernel_path)
-        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
+        with self.leases.timing(self.on_event, trajectory, kernel_path, on_host(problem)) as gpu:
             report: SanitizerReport = run(problem, code, gpu)
             return report
 
@@ -204,7 +209,8 @@ class LeasedExecutor(Executor):
         prepare = getattr(self.evaluator, "prepare_ahead", None)  # an evaluator may make nothing ahead
         if prepare is None:
             return
-        for gpu in self.leases.gpu_pool.gpus if self.leases.gpu_pool else [None]:
+        pool = self.leases.gpu_pool
+        for gpu in pool.gpus if pool and not on_host(problem) else [None]:
             prepare(problem, gpu)
 
     def kill_all(self) -> None:

@@ -12,8 +12,10 @@ arguments (nothing ran).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,12 +187,12 @@ def run_model(
     from agent.cli.run import create_log, run_setup, trajectory_path
     from agent.cli.run_options import sanitize_mode
     from agent.conversation import State
-    from agent.execution.executor import LeasedExecutor
     from agent.exits import Interrupted, ModelError, run_exit_code
     from agent.loop import Agent
     from agent.prompt import first_user_message
     from agent.runlog.events import RunConfig
     from agent.suite.folder import RUNS
+    from agent.suite.runner import SuiteExecutor
 
     trajectory = trajectory_path(problem)
     run_config = RunConfig(
@@ -207,7 +209,7 @@ def run_model(
     )
     log = create_log(problem, provider, run_config, context.suite_dir / RUNS)
     with transcript_console(context.suite_dir, problem.name) as console:
-        setup = run_setup(problem, provider, run_config, LeasedExecutor(context.leases), log, console)
+        setup = run_setup(problem, provider, run_config, SuiteExecutor(context), log, console)
         agent = Agent(setup, State(messages=[{"role": "user", "content": first_user_message(problem)}]))
         context.stops.add(
             lambda: agent.shared.stop_all(Interrupted("interrupted (Ctrl-C): the suite stopped"))
@@ -221,23 +223,16 @@ def run_model(
     return result_of_run(problem, log.dir, context.suite_dir, code)
 
 
-class transcript_console:  # noqa: N801  (a context manager read as a function)
+@contextlib.contextmanager
+def transcript_console(suite_dir: Path, name: str) -> Iterator[Console]:
     """A console writing one problem's live transcript to SUITE/transcripts/<problem>.txt."""
+    from agent.cli.console import CliConsole
+    from agent.suite.folder import TRANSCRIPTS
 
-    def __init__(self, suite_dir: Path, name: str) -> None:
-        from agent.suite.folder import TRANSCRIPTS
-
-        path = suite_dir / TRANSCRIPTS / f"{name}.txt"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.stream = path.open("a", encoding="utf-8")
-
-    def __enter__(self) -> Console:
-        from agent.cli.console import CliConsole
-
-        return CliConsole(file=self.stream, width=160, highlight=False)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stream.close()
+    path = suite_dir / TRANSCRIPTS / f"{name}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as stream:
+        yield CliConsole(file=stream, width=160, highlight=False)
 
 
 def result_of_run(problem: Problem, run_dir: Path, suite_dir: Path, code: int) -> ProblemResult:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from agent.execution.executor import LeasedExecutor, LocalEvaluator
+from agent.execution.executor import LocalEvaluator
 from agent.suite.records import KernelVerdict, ProblemResult
-from agent.suite.runner import SuiteContext
+from agent.suite.runner import SuiteContext, SuiteExecutor
 from tools.problem import Problem
 from tools.results import BenchResult
 
@@ -46,7 +46,7 @@ class OneOffEvaluator(LocalEvaluator):
 
 
 def judge(problem: Problem, path: Path, context: SuiteContext) -> BenchResult:
-    executor = LeasedExecutor(context.leases, OneOffEvaluator())
+    executor = SuiteExecutor(context, OneOffEvaluator())
     result = executor.benchmark(problem, path.read_text(), kernel_path=str(path))
     out = context.suite_dir / KERNELS / problem.name / f"{path.stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from agent.execution.executor import Evaluator, LeasedExecutor
 from agent.execution.leases import Leases
 from agent.suite.folder import write_result
 from agent.suite.records import ProblemResult
@@ -55,6 +56,18 @@ class SuiteContext:
     suite_dir: Path
     leases: Leases
     stops: Stops = field(default_factory=Stops)
+
+
+class SuiteExecutor(LeasedExecutor):
+    """A run's executor in a suite: the suite's leases, and nothing made ahead at the start (a run alone
+    prepares its first evaluation on every GPU it times on; six problems on eight GPUs would hold 48
+    workers, most never used)."""
+
+    def __init__(self, context: SuiteContext, evaluator: Evaluator | None = None) -> None:
+        super().__init__(context.leases, evaluator)
+
+    def warm_up(self, problem: Problem) -> None:
+        del problem  # each problem's first evaluation makes its own worker and truth
 
 
 class RunProblem(Protocol):

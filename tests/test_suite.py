@@ -7,6 +7,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -115,7 +116,7 @@ def test_the_terminal_view_is_a_row_per_problem_then_the_summary() -> None:
     Console(file=out, width=120, legacy_windows=False, color_system=None).print(suite_view(sample_data()))
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     assert lines == [
-        "problem  device  ended      exit   best  turns  tokens    cost   time  run",
+        "problem  device  status     exit   best  turns  tokens    cost   time  run",
         "swish    cpu     Finished      0  1.25×      2   1,200  $0.000  42.0s  runs/r1",
         "softmax  cpu     TurnLimit     4      –      5       0  $0.125   0.0s  runs/r2",
         "mlp              not run              –",
@@ -323,3 +324,35 @@ def test_the_cuda_suite_judges_every_shipped_cuda_solution_correct(tmp_path: Pat
     assert done.returncode == 0
     assert data["summary"]["correct"] == 6
     assert data["config"]["gpus"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_suite_and_resume_runs_what_it_left(tmp_path: Path) -> None:
+    child = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
+    args = ["suite", *map(str, TWO), "--model", "scripted", "--jobs", "1", "--runs-dir", str(tmp_path)]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent.cli", *args],
+        cwd=REPO,
+        env=child | {"COLUMNS": "200", "NO_COLOR": "1"},
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:  # the first problem's run has started: its worker and build take seconds
+        seen.append(line)
+        if "started" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(120) == 130, "".join(seen) + rest
+    (suite,) = tmp_path.iterdir()
+    first = json.loads((suite / "results" / "swish.json").read_text())  # problems run in the order given
+    assert (first["outcome"], first["exit_code"]) == ("interrupted", 130)
+    assert not (suite / "results" / "row_sum.json").exists()  # never started: left for --resume
+    again = agent("suite", "--resume", str(suite), "--json")
+    assert again.returncode == 0, again.stderr
+    data = suite_json(again)
+    assert {p["problem"]: p["outcome"] for p in data["problems"]} == {"row_sum": "ended", "swish": "ended"}
+    assert data["pending"] == []

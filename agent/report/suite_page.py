@@ -11,7 +11,7 @@ from agent.suite.records import ProblemResult, SuiteData
 from agent.views.fmt import fmt_cost, fmt_duration, fmt_speedup
 from agent.views.suite import fmt_p
 
-HEADERS = ("problem", "device", "ended", "exit", "best", "turns", "tokens", "cost", "time", "run or kernel")
+HEADERS = ("problem", "device", "status", "exit", "best", "turns", "tokens", "cost", "time", "run or kernel")
 NUMERIC = {"exit", "best", "turns", "tokens", "cost", "time"}
 
 

@@ -13,7 +13,7 @@ from rich.text import Text
 from agent.suite.records import ProblemResult, SuiteData, SuiteSummary
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_cost, fmt_duration, fmt_speedup
 
-COLUMNS = ("problem", "device", "ended", "exit", "best", "turns", "tokens", "cost", "time", "run")
+COLUMNS = ("problem", "device", "status", "exit", "best", "turns", "tokens", "cost", "time", "run")
 RIGHT = {"exit", "best", "turns", "tokens", "cost", "time"}
 
 

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 KB_MINI = REPO / "problems" / "kb_mini"
 CPU_KERNELS = KB_MINI / "solutions" / "cpu"
 TWO = [KB_MINI / "swish.yaml", KB_MINI / "row_sum.yaml"]  # the two cheapest builds
+NO_PLAYBACK = REPO / "tests" / "problems" / "row_softmax_cpu.yaml"
 JSON_FIELDS = {"suite_dir", "exit_code", "page", "summary", "config", "problems", "pending"}
 SUMMARY_FIELDS = {
     "problems",
@@ -269,6 +270,7 @@ def test_a_suite_refuses_bad_arguments_before_it_makes_a_folder(tmp_path: Path) 
             str(tmp_path),
         ],
         ["suite", "--resume", str(tmp_path)],
+        ["suite", str(NO_PLAYBACK), "--model", "scripted", "--runs-dir", str(tmp_path)],  # no trajectory
     ):
         done = agent(*args)
         assert (done.returncode, done.stdout) == (2, ""), (args, done.stderr)

@@ -90,11 +90,14 @@ def prepare(
         todo = set(data.pending)
         problems = [p for p in map(load_problem, config.problems) if p.name in todo]
         console.print(f"resuming [bold]{suite_dir}[/]: {len(problems)} of {len(config.problems)} to run")
-    else:
-        config, problems = new_config(args)
-        suite_dir = make_suite_dir(args, config)
-        write_config(suite_dir, config)
-    return suite_dir, config, problems, runner_for(args, config, problems, console)
+        return suite_dir, config, problems, runner_for(config, problems, console)
+    config, problems = new_config(args)
+    run_problem = runner_for(
+        config, problems, console
+    )  # before the folder: a suite that cannot start leaves none
+    suite_dir = make_suite_dir(args, config)
+    write_config(suite_dir, config)
+    return suite_dir, config, problems, run_problem
 
 
 def new_config(args: argparse.Namespace) -> tuple[SuiteConfig, list[Problem]]:
@@ -155,9 +158,7 @@ def make_suite_dir(args: argparse.Namespace, config: SuiteConfig) -> Path:
 # --- how each problem runs -------------------------------------------------------------------------
 
 
-def runner_for(
-    args: argparse.Namespace, config: SuiteConfig, problems: list[Problem], console: Console
-) -> RunProblem:
+def runner_for(config: SuiteConfig, problems: list[Problem], console: Console) -> RunProblem:
     """`--kernels`: the kernels judged; else a model run per problem, its provider made now (a problem
     with no scripted trajectory, or a missing SDK, is refused before anything runs)."""
     if config.mode == "kernels":

@@ -128,8 +128,10 @@ def run_suite(
         return result
 
     with cf.ThreadPoolExecutor(max(1, jobs), thread_name_prefix="suite") as pool:
-        futures = [pool.submit(one, problem) for problem in problems]
-        try:
+        futures: list[cf.Future[ProblemResult | None]] = []
+        try:  # Ctrl-C may come while problems are still being handed to the pool
+            for problem in problems:
+                futures.append(pool.submit(one, problem))
             while not all(f.done() for f in futures):
                 cf.wait(futures, timeout=0.5)
         except KeyboardInterrupt:

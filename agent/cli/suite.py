@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
         "--jobs",
         type=positive_int,
         metavar="N",
-        help="problems at once (default: one per GPU for CUDA problems, else one per 4 cores)",
+        help="problems at once (default: two per GPU for CUDA problems, else one per 4 cores)",
     )
     p.add_argument("--gpus", type=gpu_list, metavar="0,1", help="local GPUs to use (default: all visible)")
     p.add_argument("--runs-dir", metavar="DIR", help="where the suite folder goes (default: as agent run)")
@@ -117,7 +117,7 @@ def new_config(args: argparse.Namespace) -> tuple[SuiteConfig, list[Problem]]:
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise UsageError(f"two problems are named {', '.join(twice)}: a suite files results by name")
     gpus = suite_gpus(problems, args.gpus)
-    jobs = args.jobs or (len(gpus) if gpus else max(1, cpu_cores() // 4))
+    jobs = args.jobs or (2 * len(gpus) if gpus else max(1, cpu_cores() // 4))  # README: --jobs
     config = SuiteConfig(
         mode="kernels" if args.kernels else "model",
         problems=[str(p.path) for p in problems],

@@ -9,7 +9,7 @@ run folders) and `suite.html`. The summary (`SuiteSummary`) is made from the res
   as the reference (KernelBench's metric); fast_0 is the correct rate. A problem with no result yet
   counts as not correct;
 - geomean speedup over the correct problems, each ratio clipped to [1/CLIP, CLIP] first, so that one
-  absurd ratio (a near-zero time) cannot carry or sink the mean (docs/exploits.md, row 26).
+  absurd ratio (a near-zero time) cannot carry or sink the mean (docs/exploits.md, row 28).
 """
 
 from __future__ import annotations

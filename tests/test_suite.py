@@ -137,6 +137,7 @@ def test_the_page_escapes_what_it_shows_and_holds_the_summary() -> None:
     assert "fast_1.5</th><td>0/3 (0%)" in page
     assert "1.25× over 1 correct" in page
     assert page.count("<tr><td>") == 3  # two results and the problem not run
+    assert '<a href="runs/r1/report.html">runs/r1</a>' in page  # each run's own page, beside it
 
 
 # --- the leases a mixed suite shares ---------------------------------------------------------------------
@@ -206,6 +207,7 @@ def test_a_scripted_suite_runs_each_problem_as_a_run_and_sums_them(tmp_path: Pat
         assert json.loads((run / "run.json").read_text())["problem"] == name  # a normal run folder
         assert json.loads((run / "summary.json").read_text())["exit_status"] == "Finished"
         assert (suite / p["best_kernel"]).is_file()
+        assert "<html" in (run / "report.html").read_text()  # agent report's page, which suite.html links
         assert "benchmark" in (suite / "transcripts" / f"{name}.txt").read_text()
     assert data["summary"]["correct"] == 2
     assert data["summary"]["fast_p"][0]["fraction"] == 1.0

@@ -298,6 +298,7 @@ def run_and_report(
         lambda what, problem, result: console.print(progress_line(what, problem, result)),
     )
     data = load_suite(suite_dir)
+    write_run_reports(suite_dir, data)
     page = write_suite_page(data, suite_dir / PAGE)
     code = suite_exit_code(data)
     (make_stdout_console() if not args.json else console).print(suite_view(data))
@@ -305,6 +306,21 @@ def run_and_report(
     if args.json:
         print(json.dumps(suite_json(data, code, str(page))), file=sys.stdout, flush=True)
     return code
+
+
+def write_run_reports(suite_dir: Path, data: SuiteData) -> None:
+    """Each run's `agent report` page (report.html in its folder), which suite.html links to."""
+    from agent.report.page import write_report
+    from agent.runlog.reader import RunReadError, load_run
+
+    for result in data.results:
+        run_dir = suite_dir / result.run_dir if result.run_dir else None
+        if run_dir is None or (run_dir / "report.html").exists():
+            continue
+        try:
+            write_report(load_run(run_dir), run_dir / "report.html")
+        except RunReadError:
+            continue  # an unreadable run has no page; its row says how it ended
 
 
 def make_stdout_console() -> Console:

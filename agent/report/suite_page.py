@@ -53,8 +53,15 @@ def result_cells(result: ProblemResult) -> list[str]:
         esc(f"{result.usage.total:,}"),
         esc(fmt_cost(result.cost_usd)),
         esc(fmt_duration(result.wall_seconds)),
-        esc(result.run_dir or result.best_kernel or "–"),
+        where(result),
     ]
+
+
+def where(result: ProblemResult) -> str:
+    """The run folder, linked to its report (written beside suite.html's runs), or the kernel judged."""
+    if result.run_dir:
+        return f'<a href="{esc(result.run_dir)}/report.html">{esc(result.run_dir)}</a>'
+    return esc(result.best_kernel or "–")
 
 
 def problems_html(data: SuiteData) -> str:

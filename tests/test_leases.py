@@ -22,6 +22,14 @@ from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 
 
+def on_device(problem: Problem, gpus: list[int] | None) -> Problem:
+    """The tiny problem as the leases see it: a CUDA problem where they hold GPUs (a CPU problem's timing
+    holds the host whatever GPUs there are), else the CPU problem it is."""
+    if not gpus:
+        return problem
+    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"device": "cuda"})})
+
+
 class SleepEvaluator:
     """Each call is one child process that sleeps; `evaluate` notes the GPU it was given."""
 
@@ -46,7 +54,8 @@ class SleepEvaluator:
 def hammer(executor: LeasedExecutor, trajectories: int, per_trajectory: int) -> list[LeaseEvent]:
     events: list[LeaseEvent] = []
     executor.on_event = events.append
-    problem = load_problem(TINY)
+    pool = executor.leases.gpu_pool
+    problem = on_device(load_problem(TINY), pool.gpus if pool else None)
 
     def trajectory(k: int) -> None:
         for i in range(per_trajectory):
@@ -155,7 +164,7 @@ class PreparingEvaluator(SleepEvaluator):
 def test_a_run_starting_prepares_a_first_evaluation_on_every_gpu_it_times_on() -> None:
     problem = load_problem(TINY)
     on_gpus = PreparingEvaluator()
-    LeasedExecutor(Leases(gpus=[0, 1]), on_gpus).warm_up(problem)
+    LeasedExecutor(Leases(gpus=[0, 1]), on_gpus).warm_up(on_device(problem, [0, 1]))
     assert on_gpus.prepared == [0, 1]
     on_host = PreparingEvaluator()
     LeasedExecutor(Leases(gpus=None), on_host).warm_up(problem)

@@ -1,5 +1,5 @@
 """`agent` command line: each subcommand lives in its own module of this package (`bench`, `run`,
-`view`) with a `register(subparsers)`; `python -m agent.cli` runs `main` (agent/cli/__main__.py).
+`suite`, `view`) with a `register(subparsers)`; `python -m agent.cli` runs `main` (agent/cli/__main__.py).
 
 Only the CLI owns the rich Console; everything it prints is rendered by pure functions elsewhere.
 Exit codes: 0 success/correct, 1 evaluated but not correct, 2 bad problem or usage, 3 harness error;
@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-COMMAND_MODULES = ["agent.cli.bench", "agent.cli.run", "agent.cli.view"]
+COMMAND_MODULES = ["agent.cli.bench", "agent.cli.run", "agent.cli.suite", "agent.cli.view"]
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 

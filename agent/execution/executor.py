@@ -84,6 +84,11 @@ class KernelJob:
     on_progress: BuildProgress | None = None
 
 
+def on_host(problem: Problem) -> bool:
+    """A CPU problem is timed by the host clock: its timing holds the whole host, GPUs or not."""
+    return problem.spec.device != "cuda"
+
+
 def ignore_event(event: LeaseEvent) -> None:
     pass
 
@@ -153,7 +158,7 @@ class LeasedExecutor(Executor):
             return self._building.setdefault(key, threading.Lock())
 
     def evaluate_compiled(self, job: KernelJob, seed: int | None) -> BenchResult:
-        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path) as gpu:
+        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path, on_host(job.problem)) as gpu:
             return self.evaluator.evaluate(job.problem, job.code, gpu, seed=seed)
 
     def sanitize(self, job: KernelJob) -> SanitizerReport:
@@ -161,7 +166,7 @@ class LeasedExecutor(Executor):
         run = getattr(self.evaluator, "sanitize", None)  # an evaluator may not sanitize
         if run is None:
             return super().sanitize(job)
-        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path) as gpu:
+        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path, on_host(job.problem)) as gpu:
             report: SanitizerReport = run(job.problem, job.code, gpu)
             return report
 
@@ -170,7 +175,8 @@ class LeasedExecutor(Executor):
         prepare = getattr(self.evaluator, "prepare_ahead", None)  # an evaluator may make nothing ahead
         if prepare is None:
             return
-        for gpu in self.leases.gpu_pool.gpus if self.leases.gpu_pool else [None]:
+        pool = self.leases.gpu_pool
+        for gpu in pool.gpus if pool and not on_host(problem) else [None]:
             prepare(problem, gpu)
 
     def kill_all(self) -> None:

@@ -5,7 +5,9 @@
 - A **compile** lease is one slot of a CPU pool sized to the cores (`cpu`).
 - On a CPU problem the host clock times the candidate, so a timing must not overlap a compile: compiles
   take the host lock shared, a timing takes it exclusive (a readers-writer lock that lets a waiting
-  timing in before new compiles, so timings are not starved).
+  timing in before new compiles, so timings are not starved). One `Leases` may serve problems of both
+  devices (`agent suite`): a CPU problem's timing passes `on_host=True` and takes the host even where the
+  leases hold GPUs, and every compile, a CUDA problem's too, then waits for it.
 
 Every acquire and release is reported to `on_event` as a `LeaseEvent`, acquired once held and released
 just before it is given back: the run log then shows, with timestamps, that leases never overlapped.
@@ -110,7 +112,7 @@ EventSink = Callable[[LeaseEvent], None]
 
 
 class Leases:
-    """The leases of one machine for one problem. `gpus` is None (or empty) for a CPU problem."""
+    """The leases of one machine. `gpus` is None (or empty) for CPU problems only."""
 
     def __init__(self, gpus: list[int] | None, compile_slots: int | None = None) -> None:
         self.gpu_pool = GpuPool(gpus) if gpus else None
@@ -126,17 +128,17 @@ class Leases:
     @contextlib.contextmanager
     def compile(self, on_event: EventSink, trajectory: int | None, kernel_path: str | None) -> Iterator[None]:
         started = time.monotonic()
-        with self._compile_pool, self._host.shared() if not self.on_gpu else contextlib.nullcontext():
+        with self._compile_pool, self._host.shared():  # free unless a CPU problem's timing holds the host
             with self._held(on_event, "compile", "cpu", trajectory, kernel_path, started):
                 yield
 
     @contextlib.contextmanager
     def timing(
-        self, on_event: EventSink, trajectory: int | None, kernel_path: str | None
+        self, on_event: EventSink, trajectory: int | None, kernel_path: str | None, on_host: bool = False
     ) -> Iterator[int | None]:
         """Yields the GPU to time on (None for a CPU problem, which holds the whole host)."""
         started = time.monotonic()
-        if self.gpu_pool is None:
+        if self.gpu_pool is None or on_host:
             with (
                 self._host.exclusive(),
                 self._held(on_event, "timing", "host", trajectory, kernel_path, started),

@@ -91,11 +91,63 @@ class Case(Strict):
     )
 
 
+FLOOR_OPERATORS = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def size_expression(expr: str, sizes: dict[str, int]) -> float:
+    """An arithmetic expression of a shape's sizes (`2*batch_size*seq_len`): numbers, size names, + - * / //
+    ** and parentheses, nothing else (a spec is data, never code)."""
+
+    def value(node: ast.AST) -> float:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, int | float)
+            and not isinstance(node.value, bool)
+        ):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in sizes:
+                raise ValueError(f"unknown size {node.id!r} (known: {', '.join(sorted(sizes))})")
+            return float(sizes[node.id])
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in FLOOR_OPERATORS:
+            return float(FLOOR_OPERATORS[type(node.op)](value(node.left), value(node.right)))
+        raise ValueError(f"not allowed in a size expression: {ast.unparse(node)!r}")
+
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"does not parse: {exc.msg}") from exc
+    return value(tree.body)
+
+
+class Floor(Strict):
+    """The work of one call, as expressions of the shape's sizes: the speed-of-light floor of a shape is
+    max(flops / the machine's fp32 FLOP/s, bytes / its memory bandwidth) (tools/floor.py)."""
+
+    flops: str = Field(description="floating-point operations of one call")
+    bytes: str = Field(description="bytes one call must move to and from memory at least")
+
+    def work(self, sizes: dict[str, int]) -> tuple[float, float]:
+        """(FLOPs, bytes) of one call at `sizes`."""
+        return size_expression(self.flops, sizes), size_expression(self.bytes, sizes)
+
+
 class TimingShape(Strict):
     name: str
     sizes: dict[str, int] = Field(default_factory=dict)
     primary: bool = False
-    floor_ms: float | None = Field(None, gt=0, description="physical lower bound; faster is implausible")
+    floor_ms: float | None = Field(
+        None, gt=0, description="physical lower bound; faster is implausible (not the speed-of-light `floor`)"
+    )
 
 
 class LibraryPolicy(Strict):
@@ -160,6 +212,12 @@ class ProblemSpec(Strict):
     timing_config: TimingConfig = Field(default_factory=TimingConfig)
     limits: Limits = Field(default_factory=Limits)
     trajectory: str | None = Field(None, description="scripted trajectory played back offline")
+    floor: Floor | None = Field(None, description="FLOPs and bytes per call, for the speed-of-light floor")
+    baselines: list[str] = Field(
+        default_factory=list,
+        description="library compositions timed by `agent bench --baselines`: files beside the spec, each "
+        "defining `ModelNew` as a candidate does (trusted code, run on the trusted side)",
+    )
     hints: str = ""
 
     @model_validator(mode="after")
@@ -205,8 +263,9 @@ class Problem(BaseModel):
     @property
     def reference_hash(self) -> str:
         """Changes whenever the reference's work changes; not with how long or how often it is timed, so
-        the final re-check's longer timing compares against the reference medians the run used."""
-        spec = self.spec.model_dump(mode="json", exclude={"timing_config", "limits"})
+        the final re-check's longer timing compares against the reference medians the run used (nor with the
+        speed-of-light floor and the baselines, which say nothing of the reference's work)."""
+        spec = self.spec.model_dump(mode="json", exclude={"timing_config", "limits", "floor", "baselines"})
         blob = json.dumps(spec, sort_keys=True).encode() + b"\0" + self.reference_source.encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -284,6 +343,16 @@ def _check_sizes(path: Path, spec: ProblemSpec, constants: dict[str, int]) -> No
                 )
 
 
+def _check_floor(path: Path, spec: ProblemSpec, constants: dict[str, int]) -> None:
+    if spec.floor is None:
+        return
+    for shape in spec.timing:
+        try:
+            spec.floor.work({**constants, **shape.sizes})
+        except (ValueError, ZeroDivisionError, OverflowError) as exc:
+            raise ProblemError(f"{path}: floor at timing.{shape.name}: {exc}") from exc
+
+
 def _spec_for_bare_reference(path: Path, constants: dict[str, int]) -> ProblemSpec:
     """Defaults for a bare KernelBench `.py`: CUDA, fp32, timed at its constants, checked with fresh seeds."""
     return ProblemSpec(
@@ -325,6 +394,7 @@ def load_problem(path: str | Path) -> Problem:
     else:
         raise ProblemError(f"{path}: a problem is a .yaml spec or a KernelBench .py file")
     _check_sizes(path, spec, constants)
+    _check_floor(path, spec, constants)
     return Problem(
         spec=spec, path=path, reference_path=ref_path, reference_source=source, size_constants=constants
     )

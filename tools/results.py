@@ -149,6 +149,37 @@ class TimingStats(Model):
     )
 
 
+class HostPeaks(Model):
+    """The machine's measured peaks, for the speed-of-light floor (tools/cache/peaks.py): measured once per
+    host, device and torch version, then cached. fp32 FLOP/s: on a GPU a loop of dependent FMAs, else (and
+    beside it) a large fp32 matmul with TF32 off; memory bandwidth by a large copy. Measured rates, not the
+    datasheet's."""
+
+    status: Literal["ok", "unavailable"]
+    device: str = Field("", description="cuda or cpu")
+    key: str = Field("", description="host | device | torch, the cache's key")
+    fp32_tflops: float | None = Field(None, description="the floor's FLOP rate: the higher of the two")
+    matmul_tflops: float | None = Field(None, description="what a library fp32 matmul reaches")
+    bandwidth_gbs: float | None = None
+    method: str = ""
+    cached: bool = False
+    message: str = ""
+
+
+class ShapeFloor(Model):
+    """The speed-of-light floor of one timed shape: max(FLOPs / fp32 FLOP/s, bytes / bandwidth), from the
+    problem's `floor` and the host's peaks; `fraction` is the floor over the kernel's median (1.0: at it)."""
+
+    flops: float
+    bytes: float
+    compute_ms: float | None = None
+    memory_ms: float | None = None
+    ms: float | None = None
+    bound: Literal["compute", "memory"] | None = None
+    fraction: float | None = Field(None, description="floor ms / the kernel's median ms")
+    message: str = ""
+
+
 class ShapeTiming(Model):
     name: str
     primary: bool
@@ -162,6 +193,7 @@ class ShapeTiming(Model):
     speedup: float | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""
+    floor: ShapeFloor | None = Field(None, description="speed-of-light floor (problems with a `floor`)")
 
 
 class KernelUsage(Model):
@@ -253,6 +285,7 @@ class BenchResult(Model):
     notices: list[str] = Field(
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"
     )
+    peaks: HostPeaks | None = Field(None, description="the peaks the timings' floors were derived from")
     sanitizer: SanitizerReport | None = Field(
         None,
         description="compute-sanitizer or ASan on a small case (`agent bench --sanitize`, a run's new bests)",

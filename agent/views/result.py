@@ -11,6 +11,7 @@ from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
 from tools.benchmark import sanitizer_run_text, sanitizer_text
+from tools.floor import floor_text, peaks_text
 from tools.results import (
     NOT_APPLICABLE,
     BenchResult,
@@ -185,6 +186,7 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         yield from sanitizer_view(result.sanitizer, full)
     if result.timings:
         yield timings_table(result.timings)
+    yield from floor_view(result, full)
     cached = [t.name for t in result.timings if t.reference_cached]
     if full and cached:
         yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
@@ -200,6 +202,15 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     line = usage_line(result.usage) if result.usage else None
     if line is not None:
         yield line
+
+
+def floor_view(result: BenchResult, full: bool) -> Iterator[Text]:
+    """Each timed shape's speed-of-light floor and the kernel's share of it; `full`: the peaks too."""
+    said = [f"{t.name}: {floor_text(t)}" for t in result.timings if floor_text(t)]
+    if said:
+        yield Text("speed-of-light " + "; ".join(said), style=DIM)
+    if full and result.peaks is not None:
+        yield Text(f"peaks: {peaks_text(result.peaks)}", style=DIM)
 
 
 def measured_line(result: BenchResult) -> Text:

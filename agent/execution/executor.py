@@ -25,7 +25,7 @@ from typing import Protocol
 from agent.execution.leases import Leases
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
-from tools.results import BenchResult, CompileResult, SanitizerReport
+from tools.results import BenchResult, CompileResult, ProfileResult, SanitizerReport
 from tools.wire import BuildProgress
 
 
@@ -63,6 +63,11 @@ class LocalEvaluator:
         from tools.judge import sanitize
 
         return sanitize(problem, code, gpu=gpu)
+
+    def profile(self, problem: Problem, code: str, gpu: int | None) -> ProfileResult:
+        from tools import profile_kernel
+
+        return profile_kernel(problem, code, gpu=gpu)
 
     def kill_all(self) -> None:
         from tools.supervise import kill_all_children
@@ -145,6 +150,30 @@ class Executor(ABC):
         del problem, code, trajectory, kernel_path
         return unavailable_report(f"{type(self).__name__} does not run the sanitizer")
 
+    def profile(
+        self, problem: Problem, code: str, trajectory: int | None = None, kernel_path: str | None = None, *,
+        on_progress: BuildProgress | None = None,
+    ) -> ProfileResult:  # fmt: skip
+        """Nsight Compute on a kernel: compiled first (its build then comes from the cache), then profiled
+        where the executor can (default: it cannot, and the result says so). Where ncu cannot run (a CPU
+        problem, no GPU or no ncu here) it says so at once, before any build."""
+        from tools.profile_kernel import unavailable
+
+        refused = unavailable(problem)
+        if refused is not None:
+            return refused
+        compiled = self.compile(problem, code, trajectory, kernel_path, on_progress=on_progress)
+        if not compiled.ok:
+            status = compiled.status if compiled.status in ("compile_error", "import_error") else "failed"
+            return ProfileResult(status=status, message=compiled.message, compile=compiled)
+        return self.profile_compiled(problem, code, trajectory, kernel_path)
+
+    def profile_compiled(
+        self, problem: Problem, code: str, trajectory: int | None, kernel_path: str | None
+    ) -> ProfileResult:
+        del problem, code, trajectory, kernel_path
+        return ProfileResult(status="unavailable", message=f"{type(self).__name__} does not run the profiler")
+
     @abstractmethod
     def kill_all(self) -> None:
         """Kill what is running now (Ctrl-C)."""
@@ -198,6 +227,17 @@ class LeasedExecutor(Executor):
         with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
             report: SanitizerReport = run(problem, code, gpu)
             return report
+
+    def profile_compiled(
+        self, problem: Problem, code: str, trajectory: int | None, kernel_path: str | None
+    ) -> ProfileResult:
+        """Under a timing lease: ncu's replays hold the GPU as timing does."""
+        run = getattr(self.evaluator, "profile", None)  # an evaluator may not profile
+        if run is None:
+            return super().profile_compiled(problem, code, trajectory, kernel_path)
+        with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
+            result: ProfileResult = run(problem, code, gpu)
+            return result
 
     def warm_up(self, problem: Problem) -> None:
         """Each GPU the run times on (or the host) prepares its first evaluation, if the evaluator can."""

@@ -17,7 +17,8 @@ from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallE
 from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
 from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row
 from tools.benchmark import sanitizer_text
-from tools.results import BenchResult, CompileResult
+from tools.profile_kernel import text as profile_text
+from tools.results import BenchResult, CompileResult, ProfileResult
 
 OK_STATUSES = ("ok", "passed")
 
@@ -296,6 +297,8 @@ def call_html(run: RunData, call: ToolCallEvent, where: str, family: Lineage) ->
         parts.append(bench_html(result, call.kernel_path))
     elif isinstance(result, CompileResult):
         parts.append(compile_html(result, call.kernel_path))
+    elif isinstance(result, ProfileResult):
+        parts.append(f"<pre>{esc(profile_text(result))}</pre>")
     else:
         parts.append('<p class="warn">no readable result in the log</p>')
     parts.append(

@@ -19,6 +19,7 @@ from tools.results import (
     CompileResult,
     Diagnostic,
     KernelUsage,
+    ProfileResult,
     SanitizerReport,
     ShapeTiming,
 )
@@ -28,9 +29,9 @@ TIMING_COLUMNS = ("shape", "candidate", "rse", "reference", "speedup")
 SHORT_SIZES = {"batch_size": "B", "seq_len": "L", "d_model": "D", "d_state": "N"}
 
 
-def first_error_line(result: CompileResult | BenchResult | None) -> int | None:
+def first_error_line(result: CompileResult | BenchResult | ProfileResult | None) -> int | None:
     """The candidate's line of its first compile error, if the result has one."""
-    compiled = result.compile if isinstance(result, BenchResult) else result
+    compiled = result.compile if isinstance(result, BenchResult | ProfileResult) else result
     if compiled is None:
         return None
     return next((d.candidate_line for d in compiled.errors if d.candidate_line), None)

@@ -233,11 +233,16 @@ def run_case(cls: type, item: dict[str, Any], device: str, channel: Channel) -> 
     pristine = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["inputs"]]
     args = caller.fresh_args(pristine)
     caller.poison()
+    ranged = device == "cuda" and bool(item.get("profile_range"))  # profile_kernel: ncu sees this call only
+    if ranged:
+        torch.cuda.profiler.start()
     start = time.perf_counter()
     out = check_output(caller(args))
     if device == "cuda":
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
+    if ranged:
+        torch.cuda.profiler.stop()
     caller.check_inputs(args, pristine)
     torch.save(out.detach().to("cpu", copy=True), item["out_path"])
     channel.send(

@@ -286,6 +286,7 @@ class BenchResult(Model):
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"
     )
     peaks: HostPeaks | None = Field(None, description="the peaks the timings' floors were derived from")
+    baselines: BaselineReport | None = Field(None, description="`agent bench --baselines`: trusted baselines")
     sanitizer: SanitizerReport | None = Field(
         None,
         description="compute-sanitizer or ASan on a small case (`agent bench --sanitize`, a run's new bests)",
@@ -352,3 +353,29 @@ class ProfileResult(Model):
     output: str = ""
     seconds: float = 0.0
     kernel_hash: str = ""
+
+
+BaselineKind = Literal["eager", "cuda_graph", "torch_compile", "library"]
+
+
+class BaselineTiming(Model):
+    """One baseline at the primary shape (tools/judge/_baselines.py): how the reference, or a library
+    composition of the same math, runs without the candidate; `speedup` is the kernel's against it."""
+
+    name: str = Field(description="eager, cuda_graph, torch_compile, or the composition's file stem")
+    kind: BaselineKind
+    status: Literal["ok", "failed", "timeout", "unavailable"]
+    stats: TimingStats | None = None
+    speedup: float | None = Field(None, description="the baseline's median over the kernel's")
+    rel_l2_vs_reference: float | None = Field(None, description="its output against the fp32 reference's")
+    ready_s: float | None = Field(None, description="seconds to make it ready: a capture, a compile, a build")
+    message: str = ""
+
+
+class BaselineReport(Model):
+    shape: str
+    baselines: list[BaselineTiming] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+BenchResult.model_rebuild()  # its `baselines` field names a model defined after it

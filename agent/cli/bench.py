@@ -52,6 +52,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="seconds per tool, its start and any build included (default 120; ASan 300)",
     )
+    bench.add_argument(
+        "--baselines",
+        action="store_true",
+        help="then time honest baselines at the primary shape on the trusted side: the eager reference, its "
+        "CUDA graph, torch.compile of it (time-limited) and the spec's library compositions; the kernel's "
+        "speedup against each",
+    )
+    bench.add_argument(
+        "--compile-limit",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds torch.compile of the reference may take, compile and timing (default 300)",
+    )
     bench.set_defaults(handler=run_bench)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
@@ -131,6 +145,10 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         if args.sanitize or args.sanitize_tools or args.sanitize_budget:
             result = sanitized(problem, source, result, args.sanitize_tools, args.sanitize_budget)
+        if args.baselines:
+            from tools.judge import baselines
+
+            result = baselines(problem, result, compile_limit_s=args.compile_limit)
     except Exception as exc:  # the harness itself broke: say so plainly, exit 3
         if args.json:
             print(json.dumps({"status": "harness_error", "correct": False, "speedup": None, "flags": [],

@@ -14,6 +14,7 @@ from tools.benchmark import sanitizer_run_text, sanitizer_text
 from tools.floor import floor_text, peaks_text
 from tools.results import (
     NOT_APPLICABLE,
+    BaselineReport,
     BenchResult,
     CaseResult,
     CompileResult,
@@ -188,6 +189,8 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     if result.timings:
         yield timings_table(result.timings)
     yield from floor_view(result, full)
+    if result.baselines is not None:
+        yield from baselines_view(result.baselines)
     cached = [t.name for t in result.timings if t.reference_cached]
     if full and cached:
         yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
@@ -212,6 +215,26 @@ def floor_view(result: BenchResult, full: bool) -> Iterator[Text]:
         yield Text("speed-of-light " + "; ".join(said), style=DIM)
     if full and result.peaks is not None:
         yield Text(f"peaks: {peaks_text(result.peaks)}", style=DIM)
+
+
+BASELINE_COLUMNS = ("baseline", "median ms", "rse", "yours vs it", "ready", "rel L2 vs ref", "note")
+
+
+def baselines_view(report: BaselineReport) -> Iterator[RenderableType]:
+    """Each baseline at the primary shape, and the kernel's speedup against it."""
+    yield Text(f"baselines at {report.shape} (trusted side, {fmt_seconds(report.seconds)}):", style=DIM)
+    table = plain_table(BASELINE_COLUMNS, right=BASELINE_COLUMNS[1:6])
+    for b in report.baselines:
+        table.add_row(
+            b.name,
+            fmt_ms(b.stats.median_ms if b.stats else None),
+            f"{b.stats.rse:.1%}" if b.stats else "–",
+            fmt_speedup(b.speedup),
+            fmt_seconds(b.ready_s) if b.ready_s is not None else "–",
+            fmt_err(b.rel_l2_vs_reference),
+            b.message if b.status == "ok" else f"{b.status}: {b.message}",
+        )
+    yield table
 
 
 def measured_line(result: BenchResult) -> Text:

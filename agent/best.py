@@ -46,10 +46,11 @@ def timed_kernel(result: BenchResult, turn: int, kernel_path: str) -> TimedKerne
     timing = result.primary_timing
     if not (result.correct and result.speedup is not None and timing and timing.candidate):
         return None
-    stats = timing.candidate
+    stats, floor = timing.candidate, timing.floor
     return TimedKernel(
-        turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse
-    )
+        turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse,
+        floor_ms=floor.ms if floor is not None else None,
+    )  # fmt: skip
 
 
 def beats(median_ms: float, rse: float, best: TimedKernel | None) -> bool:

@@ -19,10 +19,12 @@ from agent.cli.run_options import (  # noqa: F401  (also used from here by the C
     SanitizeMode,
     UsageError,
     choose_gpus,
+    floor_fraction,
     gpu_list,
     non_negative_int,
     positive_int,
     sanitize_mode,
+    stop_at_floor,
 )
 
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
@@ -80,6 +82,12 @@ def register(subparsers: Any) -> None:
         type=float,
         metavar="X",
         help="stop once a correct kernel reaches X (default: none)",
+    )
+    p.add_argument(
+        "--stop-at-floor",
+        type=floor_fraction,
+        metavar="F",
+        help="stop once the best reaches F of the floor (0.8)",
     )
     p.add_argument(
         "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
@@ -184,6 +192,7 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         max_cost_usd=args.max_cost,
         max_minutes=args.max_minutes,
         target_speedup=args.target_speedup,
+        stop_at_floor=stop_at_floor(problem, args.stop_at_floor),
         trajectory=str(trajectory) if provider.scripted and trajectory else None,
         parallel=args.parallel,
         branches=args.branches if args.branches is not None else (args.parallel if args.parallel > 1 else 0),
@@ -375,6 +384,7 @@ def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_cost_usd": args.max_cost,
         "max_minutes": args.max_minutes,
         "target_speedup": args.target_speedup,
+        "stop_at_floor": args.stop_at_floor,
     }
 
 
@@ -386,6 +396,7 @@ def budget_of(config: RunConfig) -> Budget:
         max_cost_usd=config.max_cost_usd,
         max_minutes=config.max_minutes,
         target_speedup=config.target_speedup,
+        stop_at_floor=config.stop_at_floor,
     )
 
 

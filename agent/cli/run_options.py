@@ -54,6 +54,22 @@ def gpu_list(text: str) -> list[int]:
     return gpus
 
 
+def floor_fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError(f"a fraction of the floor above 0 (0.8: 80% of it), got {text}")
+    return value
+
+
+def stop_at_floor(problem: Problem, fraction: float | None) -> float | None:
+    """--stop-at-floor, refused where the problem states no floor (it could never stop the run)."""
+    if fraction is not None and problem.spec.floor is None:
+        raise UsageError(
+            f"--stop-at-floor: {problem.name} states no floor (its spec has no `floor:` FLOPs and bytes)"
+        )
+    return fraction
+
+
 class UsageError(Exception):
     """Bad arguments or setup: shown as one line, exit code 2."""
 

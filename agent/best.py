@@ -103,6 +103,11 @@ class Standings:
             if record is not None:
                 write(record)
 
+    @property
+    def best_record(self) -> BestRecord | None:
+        """The best with the benchmark that chose it (after the re-check: the winner's)."""
+        return self._claimed
+
     def shortlist(self) -> list[TimedKernel]:
         """What the final re-check measures again: the fastest few distinct kernels near the best."""
         with self.lock:

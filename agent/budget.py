@@ -43,5 +43,5 @@ def floor_reached(budget: Budget, best: TimedKernel | None) -> FloorReached | No
     if stop is None or fraction is None or fraction < stop:
         return None
     return FloorReached(
-        f"best kernel at {fraction:.0%} of the speed-of-light floor reached --stop-at-floor {stop:g}"
+        f"best kernel at {fraction:.1%} of the speed-of-light floor reached --stop-at-floor {stop:g}"
     )

@@ -1,6 +1,7 @@
 """`agent run --stop-at-floor F`: the run ends (exit status FloorReached, exit code 0) once its best kernel
 reaches fraction F of the primary shape's speed-of-light floor; refused on a problem with no floor; the
-prompt states the floor and the stop. The run is a real scripted playback of the CPU problem's bundled
+prompt states the floor and the stop; `--baselines` puts the best against each baseline in summary.json.
+The run is a real scripted playback of the CPU problem's bundled
 kernels at scan_tiny's sizes (tests/problems/scan_tiny_playback.yaml) with the CPU problem's floor."""
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def test_the_stop_comes_at_the_fraction_and_not_before() -> None:
     assert floor_reached(budget, kernel(1.0, 0.7)) is None
     reached = floor_reached(budget, kernel(1.0, 0.8))
     assert isinstance(reached, exits.FloorReached)
-    assert str(reached) == "best kernel at 80% of the speed-of-light floor reached --stop-at-floor 0.8"
+    assert str(reached) == "best kernel at 80.0% of the speed-of-light floor reached --stop-at-floor 0.8"
     assert floor_reached(budget, kernel(1.0, None)) is None  # no floor known: never a stop
     assert floor_reached(Budget(), kernel(1.0, 5.0)) is None
     assert exits.run_exit_code(reached, has_correct_kernel=True) == exits.OK
@@ -60,7 +61,7 @@ def test_the_prompt_states_the_floor_and_the_stop() -> None:
 
 def agent(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")}
-    env |= {"COLUMNS": "200", "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
+    env |= {"COLUMNS": "200", "NO_COLOR": "1", "PYTHONPATH": str(REPO), "KERNEL_AGENT_COMPILE_LIMIT": "1"}
     cmd = [sys.executable, "-m", "agent.cli", *args]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
 
@@ -73,7 +74,8 @@ def test_a_problem_without_a_floor_refuses_the_stop(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_scripted_run_stops_once_its_best_reaches_the_floor_fraction(tmp_path: Path) -> None:
-    """Any correct kernel is within 1000x of its floor at these sizes: the first benchmark stops the run,
+    """Any correct kernel is within 10,000x of its floor at these sizes (a loaded 2-core host timed the naive
+    kernel at 0.06% of it): the first benchmark stops the run,
     where the playback would have gone on for three more turns."""
     spec = PLAYBACK.read_text().replace("reference: ../../problems/", f"reference: {REPO}/problems/")
     spec = spec.replace(
@@ -81,8 +83,9 @@ def test_a_scripted_run_stops_once_its_best_reaches_the_floor_fraction(tmp_path:
     )
     problem = tmp_path / "scan_tiny_floor.yaml"
     problem.write_text(spec.replace("timing_config:", FLOOR + "timing_config:"))
+    runs = str(tmp_path / "runs")
     done = agent(
-        "run", str(problem), "--stop-at-floor", "0.001", "--runs-dir", str(tmp_path / "runs"), "--json"
+        "run", str(problem), "--stop-at-floor", "0.0001", "--baselines", "--runs-dir", runs, "--json"
     )
     assert done.returncode == exits.OK, done.stderr[-2000:]
     data = json.loads(done.stdout)
@@ -90,5 +93,13 @@ def test_a_scripted_run_stops_once_its_best_reaches_the_floor_fraction(tmp_path:
     assert summary.exit_status == "FloorReached"
     assert summary.turns == 1
     assert summary.best_floor_fraction is not None
-    assert summary.best_floor_fraction >= 0.001  # the re-checked best's
-    assert "reached --stop-at-floor 0.001" in summary.message
+    assert summary.best_floor_fraction >= 0.0001  # the re-checked best's
+    assert "reached --stop-at-floor 0.0001" in summary.message
+    assert summary.baselines is not None  # --baselines: the re-checked best against each
+    by_name = {b.name: b for b in summary.baselines.baselines}
+    assert list(by_name) == ["eager", "torch_compile"]
+    assert by_name["eager"].speedup == pytest.approx(summary.best_speedup, rel=1e-6)
+    assert (by_name["torch_compile"].status, by_name["torch_compile"].message) == (
+        "timeout",
+        "did not compile within 1 s",
+    )

@@ -168,6 +168,11 @@ class Executor(ABC):
             return ProfileResult(status=status, message=compiled.message, compile=compiled)
         return self.profile_compiled(problem, code, trajectory, kernel_path)
 
+    def baselines(self, problem: Problem, result: BenchResult) -> BenchResult:
+        """`result` with the baselines timed beside it, where the executor can (default: unchanged)."""
+        del problem
+        return result
+
     def profile_compiled(
         self, problem: Problem, code: str, trajectory: int | None, kernel_path: str | None
     ) -> ProfileResult:
@@ -238,6 +243,13 @@ class LeasedExecutor(Executor):
         with self.leases.timing(self.on_event, trajectory, kernel_path) as gpu:
             result: ProfileResult = run(problem, code, gpu)
             return result
+
+    def baselines(self, problem: Problem, result: BenchResult) -> BenchResult:
+        """Under a timing lease, as any timing (tools/judge/_baselines.py)."""
+        from tools.judge import baselines
+
+        with self.leases.timing(self.on_event, None, "baselines") as gpu:
+            return baselines(problem, result, gpu=gpu)
 
     def warm_up(self, problem: Problem) -> None:
         """Each GPU the run times on (or the host) prepares its first evaluation, if the evaluator can."""

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tools.results import BaselineReport
+
 FORMAT_VERSION = 2
 """2: events may carry a `trajectory` (parallel runs) and there are `lease` and `trajectory` events."""
 READABLE_FORMAT_VERSIONS = (1, 2)  # a version-1 log is a version-2 log with one trajectory and no leases
@@ -202,6 +204,7 @@ class RunConfig(BaseModel):
     base_url: str | None = Field(
         None, description="an OpenAI-compatible run's server, without credentials or query (resume uses it)"
     )
+    baselines: bool = Field(False, description="the best timed against the baselines at the end")
     sanitize: Literal["auto", "on", "off"] = Field(
         "off", description="new bests sanitized before they count: auto = where the sanitizer runs here"
     )
@@ -249,6 +252,7 @@ class RunSummary(Versioned):
         None, description="the re-checked best: floor ms / its median ms"
     )
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
+    baselines: BaselineReport | None = Field(None, description="--baselines: the best against each baseline")
     scripted: bool = False
     ended_at: str = Field(default_factory=utc_now)
 

@@ -26,7 +26,8 @@ from tools.problem import Problem
 from tools.results import BaselineKind, BaselineReport, BaselineTiming, BenchResult, TimingStats
 from tools.supervise import WarmPool, pool_for, visible_gpu
 
-COMPILE_LIMIT_S = 300.0  # torch.compile of the reference: its compile and its timing
+# torch.compile of the reference: its compile and its timing ($KERNEL_AGENT_COMPILE_LIMIT seconds, else 300)
+COMPILE_LIMIT_ENV = "KERNEL_AGENT_COMPILE_LIMIT"
 LIBRARY_LIMIT_S = 600.0  # a composition: its extension's build (once per host, then cached) and its timing
 GRAPH_LIMIT_S = 300.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
@@ -141,12 +142,14 @@ def baselines(
     problem: Problem,
     result: BenchResult,
     *,
-    compile_limit_s: float = COMPILE_LIMIT_S,
+    compile_limit_s: float | None = None,
     gpu: int | None = None,
     pool: WarmPool | None = None,
 ) -> BenchResult:
-    """`result` with its baselines at the primary shape, each timed now (the device held meanwhile)."""
+    """`result` with its baselines at the primary shape, each timed now (the device held meanwhile).
+    `compile_limit_s`: torch.compile's (default $KERNEL_AGENT_COMPILE_LIMIT, else 300 s)."""
     start = time.monotonic()
+    compile_limit_s = compile_limit_s or float(os.environ.get(COMPILE_LIMIT_ENV) or 300.0)
     ev = pool if pool is not None else pool_for(gpu)
     timed = [eager_of(result)]
     with ev.device if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):

@@ -181,7 +181,8 @@ def prompt_lines() -> list[str]:
 
 
 def invalid_call_text(name: str, arguments: Iterable[str]) -> str:
-    offered = " and ".join(f"{t.name}(kernel_code)" for t in OFFERED)
+    names = [f"{t.name}(kernel_code)" for t in OFFERED]
+    offered = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
     return f"invalid call: tools are {offered}; got {name}({', '.join(arguments)})"
 
 

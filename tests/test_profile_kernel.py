@@ -22,14 +22,9 @@ REPO = Path(__file__).resolve().parent.parent
 H200 = REPO / "bench" / "results" / "h200" / "2026-12-01"
 GEMM = "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas"
 
-# The raw page's layout (`ncu --import R --csv --page raw --print-units base`): a header of column names,
-# a row of units (its ID cell empty), then one row per launch.
-RAW = """==PROF== Disconnected from process 77
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","launch__registers_per_thread","launch__shared_mem_per_block_static","launch__shared_mem_per_block_dynamic","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_selected_per_issue_active.ratio","smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio","sm__throughput.avg.pct_of_peak_sustained_elapsed"
-"","","","","","","","","","","","nsecond","register/thread","byte/block","byte/block","inst","inst","inst","inst","%"
-"0","77","python3","h","scan_fwd(const float *, float *, int)","1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0","1,500","64","0","8,192","6.0","1.5","1.0","0.5","41.2"
-"1","77","python3","h","scan_fwd(const float *, float *, int)","1","7","(256, 1, 1)","(4096, 1, 1)","0","9.0","500","64","0","8,192","2.0","0.5","1.0","0.5","81.2"
-"""
+# The raw page's layout (`ncu --import R --csv --page raw --print-units base`), written by hand: a header of
+# column names, a row of units (its ID cell empty), then one row per launch (IDs 5 and 6).
+RAW = (REPO / "tests" / "fixtures" / "ncu_raw_page.csv").read_text()
 
 
 def test_the_digest_of_the_h200s_section_csv() -> None:
@@ -142,3 +137,44 @@ def test_a_cpu_problem_is_told_what_can_be_measured_there_at_once() -> None:
         .startswith("What can be measured here: benchmark reports the time in your own")
     )
     assert result.seconds == 0.0  # nothing was built or run
+
+
+TORCH_ONLY = """import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+class ModelNew(nn.Module):
+    def __init__(self, d_model, d_state):
+        super().__init__()
+        self.A_log = nn.Parameter(torch.zeros(d_model, d_state))
+        self.proj_B = nn.Linear(d_model, d_state, bias=False)
+        self.proj_C = nn.Linear(d_model, d_state, bias=False)
+        self.proj_delta = nn.Linear(d_model, d_model, bias=True)
+        self.D = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return x * self.D
+"""
+
+
+def test_the_profile_runs_a_contained_worker_under_ncu_and_reads_its_report_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The whole path but the GPU, with real processes: the truth worker makes the primary shape's data,
+    the candidate worker runs its forward under a stand-in ncu (tests/fixtures/fake_ncu.py), which exports a
+    report; the trusted import reads it back and the digest comes out. On the H200 the same path runs the
+    real ncu (tests/test_gpu_profile_floor.py)."""
+    from tools.judge import _profile
+
+    monkeypatch.setenv("KERNEL_AGENT_NCU", str(REPO / "tests" / "fixtures" / "fake_ncu.py"))
+    monkeypatch.setattr(_profile, "unavailable", lambda _problem: None)  # a CPU problem, as if it were CUDA
+    problem = load_problem(REPO / "tests" / "problems" / "scan_tiny.yaml")
+    result = profile_kernel(problem, TORCH_ONLY)
+    assert result.status == "ok", f"{result.message}\n{result.output}"
+    assert (result.shape, result.sizes["seq_len"]) == ("small", 128)  # the primary shape's sizes
+    assert result.compile is not None
+    assert result.compile.ok
+    assert [(k.name.split("(")[0], k.launches) for k in result.kernels] == [(GEMM, 1), ("scan_fwd", 2)]
+    assert result.tool.endswith("fake_ncu.py")
+    assert result.seconds > 0

@@ -47,10 +47,11 @@ def timed_kernel(result: BenchResult, turn: int, kernel_path: str) -> TimedKerne
     timing = result.primary_timing
     if not (result.correct and result.speedup is not None and timing and timing.candidate):
         return None
-    stats = timing.candidate
+    stats, floor = timing.candidate, timing.floor
     return TimedKernel(
-        turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse
-    )
+        turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse,
+        floor_ms=floor.ms if floor is not None else None,
+    )  # fmt: skip
 
 
 def beats(median_ms: float, rse: float, best: TimedKernel | None) -> bool:
@@ -102,6 +103,11 @@ class Standings:
             self._claimed = record
             if record is not None:
                 write(record)
+
+    @property
+    def best_record(self) -> BestRecord | None:
+        """The best with the benchmark that chose it (after the re-check: the winner's)."""
+        return self._claimed
 
     def shortlist(self) -> list[TimedKernel]:
         """What the final re-check measures again: the fastest few distinct kernels near the best."""

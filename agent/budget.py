@@ -1,11 +1,12 @@
-"""A run's limits (`--max-turns`, `--max-cost`, `--max-minutes`, `--target-speedup`) and the one check
+"""A run's limits (`--max-turns`, `--max-cost`, `--max-minutes`, `--target-speedup`, `--stop-at-floor`) and the one check
 of them, used by a single run and by every trajectory of a parallel run alike."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from agent.exits import AgentExit, CostLimit, TargetReached, TimeLimit, TurnLimit
+from agent.exits import AgentExit, CostLimit, FloorReached, TargetReached, TimeLimit, TurnLimit
+from agent.runlog.events import TimedKernel
 
 
 class Budget(BaseModel):
@@ -13,6 +14,7 @@ class Budget(BaseModel):
     max_cost_usd: float | None = None
     max_minutes: float | None = None
     target_speedup: float | None = None
+    stop_at_floor: float | None = None
 
 
 def over_budget(budget: Budget, turns: int, cost_usd: float, elapsed_s: float) -> AgentExit | None:
@@ -32,3 +34,14 @@ def target_reached(budget: Budget, best_speedup: float | None) -> TargetReached 
     if target is None or best_speedup is None or best_speedup < target:
         return None
     return TargetReached(f"best speedup {best_speedup:.2f}× reached --target-speedup {target:g}")
+
+
+def floor_reached(budget: Budget, best: TimedKernel | None) -> FloorReached | None:
+    """The best kernel at `--stop-at-floor` F of its primary shape's speed-of-light floor or closer."""
+    stop = budget.stop_at_floor
+    fraction = best.floor_fraction if best is not None else None
+    if stop is None or fraction is None or fraction < stop:
+        return None
+    return FloorReached(
+        f"best kernel at {fraction:.1%} of the speed-of-light floor reached --stop-at-floor {stop:g}"
+    )

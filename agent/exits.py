@@ -48,6 +48,10 @@ class TargetReached(AgentExit):
     """A correct kernel reached --target-speedup (so the run always holds one)."""
 
 
+class FloorReached(AgentExit):
+    """The best kernel reached --stop-at-floor: that fraction of its speed-of-light floor (it is correct)."""
+
+
 class Interrupted(AgentExit):
     exit_code = INTERRUPTED
 

@@ -12,7 +12,7 @@ import time
 
 from agent import toolbox
 from agent.best import beats, settle, timed_kernel, write_best
-from agent.budget import over_budget, target_reached
+from agent.budget import floor_reached, over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
 from agent.execution.executor import KernelJob
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
@@ -113,7 +113,8 @@ class Agent(RunHandle):
 
     def check_target(self) -> None:
         best = self.standings.best
-        if (reached := target_reached(self.setup.budget, best.speedup if best else None)) is not None:
+        reached: AgentExit | None = target_reached(self.setup.budget, best.speedup if best else None)
+        if (reached := reached or floor_reached(self.setup.budget, best)) is not None:
             self.shared.stop_all(reached)
             raise reached
 

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from agent import toolbox
 from agent.budget import Budget
+from tools.cache.peaks import host_peaks
+from tools.envinfo import collect_env
+from tools.floor import floor_lines, peaks_text
 from tools.kbfile import SizeValue
 from tools.problem import Case, Problem, TimingShape
+from tools.results import HostPeaks
 
 LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}
 
@@ -41,6 +45,11 @@ def _budget_lines(budget: Budget) -> list[str]:
         lines.append(f"- at most {budget.max_minutes:g} minutes of wall time")
     if budget.target_speedup is not None:
         lines.append(f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}×")
+    if budget.stop_at_floor is not None:
+        lines.append(
+            f"- the run ends as soon as your best kernel reaches {budget.stop_at_floor:.0%} of the primary shape's "
+            "speed-of-light floor"
+        )
     return lines or ["- no explicit limit; end your turn without a tool call when you are done"]
 
 
@@ -91,7 +100,20 @@ ext = load_inline(name="my_ext", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, fun
 ```"""
 
 
-def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
+def floor_section(problem: Problem, peaks: HostPeaks | None) -> str:
+    """Each timed shape's work and speed-of-light floor at this host's measured peaks ("" without a floor)."""
+    if problem.spec.floor is None:
+        return ""
+    peaks = peaks or host_peaks(problem.spec.device, collect_env(problem))
+    return (
+        "## Speed-of-light floor\nmax(FLOPs / fp32 FLOP/s, bytes / memory bandwidth) at this host's peaks: "
+        f"{peaks_text(peaks)}. Every benchmark reports your kernel's % of it at every shape.\n"
+        + "\n".join(floor_lines(problem, peaks))
+    )
+
+
+def system_prompt(problem: Problem, hardware: str, budget: Budget, peaks: HostPeaks | None = None) -> str:
+    """`peaks`: the host's, for the floor (default: measured once per host, then cached)."""
     spec = problem.spec
     tol = spec.tolerance
     sections = [
@@ -134,6 +156,7 @@ def system_prompt(problem: Problem, hardware: str, budget: Budget) -> str:
             else ""
         ),
         f"## Hardware\n{hardware.strip()}",
+        floor_section(problem, peaks),
         "## Tools\n"
         + "\n".join(toolbox.prompt_lines())
         + "\nEvery tool call takes the whole module. The fastest correct kernel you benchmark is kept as the "

@@ -27,6 +27,7 @@ class RunSetup:
     executor: Executor  # where compiles and benchmarks run (leased here, or Ray)
     display: Display = field(default_factory=NullDisplay)
     sanitizer: RunSanitizer | None = None  # new bests sanitized before they count (None: off)
+    baselines: bool = False  # the re-checked best timed against the baselines at the end (--baselines)
 
     def __post_init__(self) -> None:
         self.executor.on_event = self.log.append  # every lease taken for the run is in its log

@@ -9,11 +9,12 @@ import time
 
 from agent.best import Standings
 from agent.conversation import State
-from agent.exits import AgentExit
+from agent.exits import AgentExit, FloorReached
 from agent.run_setup import RunSetup
-from agent.runlog.events import RunSummary
+from agent.runlog.events import RunSummary, TimedKernel
 from agent.runlog.writer import RunLog
 from agent.views.live import Display
+from tools.results import BaselineReport, BenchResult
 
 
 class Shared:
@@ -65,12 +66,32 @@ class RunHandle:
 def end_run(setup: RunSetup, outcome: AgentExit, totals: State, standings: Standings, wall_s: float) -> None:
     """The run's summary (and its log closed): the same record for a single run and a parallel one."""
     best = standings.best
+    report = final_baselines(setup, standings) if setup.baselines and best is not None else None
     setup.log.end(
         RunSummary(
-            exit_status=outcome.status, message=str(outcome), turns=totals.turn, usage=totals.usage,
+            exit_status=outcome.status, message=end_message(outcome, best, setup), turns=totals.turn, usage=totals.usage,
             cost_usd=totals.cost_usd, wall_seconds=wall_s, llm_seconds=totals.llm_seconds,
             tool_seconds=totals.tool_seconds, recheck_seconds=standings.recheck_seconds,
-            best_speedup=best.speedup if best else None,
-            best_kernel="best.py" if best else None, scripted=setup.provider.scripted,
+            best_speedup=best.speedup if best else None, best_floor_fraction=best.floor_fraction if best else None,
+            best_kernel="best.py" if best else None, scripted=setup.provider.scripted, baselines=report,
         )
     )  # fmt: skip
+
+
+def final_baselines(setup: RunSetup, standings: Standings) -> BaselineReport | None:
+    """The re-checked best against each baseline (--baselines), from the benchmark that crowned it."""
+    record = standings.best_record
+    bench = record.bench if record is not None else None
+    if not bench:
+        return None
+    timed = setup.executor.baselines(setup.problem, BenchResult.model_validate(bench))
+    return timed.baselines
+
+
+def end_message(outcome: AgentExit, best: TimedKernel | None, setup: RunSetup) -> str:
+    """Why the run ended; a stop at the floor also says where the final re-check measured the best."""
+    fraction, stop = best.floor_fraction if best else None, setup.budget.stop_at_floor
+    if not isinstance(outcome, FloorReached) or fraction is None or stop is None:
+        return str(outcome)
+    verdict = "still" if fraction >= stop else "no longer"
+    return f"{outcome}; the final re-check measured it at {fraction:.1%}: {verdict} at --stop-at-floor"

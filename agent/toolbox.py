@@ -1,5 +1,5 @@
 """The tools as the agent uses them, one record each: what the model is told (each tool's `SPEC`, from its
-home in tools/compile_kernel.py or tools/benchmark.py), how a call runs (through the run's executor, to
+home in tools/compile_kernel.py, tools/benchmark.py or tools/profile_kernel.py), how a call runs (through the run's executor, to
 a typed result), the text the model reads back (the tool's own `text`), and the view a person sees
 (agent.views.result).
 
@@ -19,6 +19,7 @@ from rich.console import RenderableType
 
 from agent.execution.executor import Executor, KernelJob
 from agent.runlog.events import TimedKernel, ToolCallEvent
+from agent.views.profile import profile_view
 from agent.views.result import bench_view, compile_view
 from tools.benchmark import SPEC as BENCHMARK_SPEC
 from tools.benchmark import headline as bench_headline
@@ -26,10 +27,13 @@ from tools.benchmark import text as bench_text
 from tools.compile_kernel import SPEC as COMPILE_SPEC
 from tools.compile_kernel import text as compile_text
 from tools.problem import Problem
-from tools.results import BenchResult, CompileResult
+from tools.profile_kernel import SPEC as PROFILE_SPEC
+from tools.profile_kernel import text as profile_text
+from tools.results import BenchResult, CompileResult, ProfileResult
 from tools.toolspec import ToolSpec
 
-R = TypeVar("R", CompileResult, BenchResult)
+R = TypeVar("R", CompileResult, BenchResult, ProfileResult)
+AnyResult = CompileResult | BenchResult | ProfileResult
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,16 @@ BENCHMARK = Tool(
     times_kernels=True,
 )
 
+PROFILE = Tool(
+    spec=PROFILE_SPEC,
+    phase="profiling",
+    result_type=ProfileResult,
+    run=lambda executor, job: executor.profile(job),
+    is_error=lambda result: result.status != "ok",
+    text=lambda result, _best, _new: profile_text(result),
+    view=profile_view,
+)
+
 FINAL_RECHECK = Tool(
     # seed None: the evaluation's data and truth come from a seed drawn in secret and never used before (the
     # truth made ahead while the run went on, or made now), so a kernel fitted to what it saw gains nothing,
@@ -123,7 +137,7 @@ FINAL_RECHECK = Tool(
     offered=False,
 )
 
-TOOLS: tuple[Tool[Any], ...] = (COMPILE, BENCHMARK, FINAL_RECHECK)
+TOOLS: tuple[Tool[Any], ...] = (COMPILE, BENCHMARK, PROFILE, FINAL_RECHECK)
 OFFERED: tuple[Tool[Any], ...] = tuple(t for t in TOOLS if t.offered)
 
 
@@ -142,17 +156,18 @@ def prompt_lines() -> list[str]:
 
 
 def invalid_call_text(name: str, arguments: Iterable[str]) -> str:
-    offered = " and ".join(f"{t.name}(kernel_code)" for t in OFFERED)
+    names = [f"{t.name}(kernel_code)" for t in OFFERED]
+    offered = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
     return f"invalid call: tools are {offered}; got {name}({', '.join(arguments)})"
 
 
-def parse_result(call: ToolCallEvent) -> CompileResult | BenchResult | None:
+def parse_result(call: ToolCallEvent) -> AnyResult | None:
     tool = find(call.name)
     return tool.parse(call.result) if tool else None
 
 
 def logged_call(
-    tool: Tool[Any], result: CompileResult | BenchResult, *, turn: int, tool_use_id: str, kernel_path: str,
+    tool: Tool[Any], result: AnyResult, *, turn: int, tool_use_id: str, kernel_path: str,
     arguments: dict[str, Any], text: str, seconds: float,
 ) -> ToolCallEvent:  # fmt: skip
     """The log's record of one call that returned a result."""

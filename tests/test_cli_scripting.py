@@ -109,7 +109,7 @@ def test_the_readme_table_is_the_code() -> None:
 def test_exit_codes_are_distinct_per_reason() -> None:
     codes = {cls.__name__: exits.run_exit_code(cls("why"), has_correct_kernel=True) for cls in every_exit()}
     assert codes == {
-        "Finished": 0, "TargetReached": 0, "TurnLimit": 4, "CostLimit": 5, "TimeLimit": 6,
+        "Finished": 0, "TargetReached": 0, "FloorReached": 0, "TurnLimit": 4, "CostLimit": 5, "TimeLimit": 6,
         "Interrupted": 130, "Refused": 3, "ContextExhausted": 3, "ModelError": 3,
     }  # fmt: skip
     # Without a correct kernel only a run that ended on its own changes code: a limit still says which.

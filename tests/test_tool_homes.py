@@ -1,5 +1,5 @@
-"""The two tools the model calls, each in one module (tools/compile_kernel.py, tools/benchmark.py):
-`from tools import compile_kernel, benchmark` gives the calls whatever was imported first, a worker's
+"""The three tools the model calls, each in one module (tools/compile_kernel.py, tools/benchmark.py,
+tools/profile_kernel.py): `from tools import compile_kernel, benchmark, profile_kernel` gives the calls whatever was imported first, a worker's
 process loads neither, the agent offers what those modules say, and a benchmark's timeline can be heard
 (`tools.supervise.listen`) without reaching into the judge."""
 
@@ -17,13 +17,15 @@ from tools import compile_kernel
 from tools.benchmark import SPEC as BENCHMARK_SPEC
 from tools.compile_kernel import SPEC as COMPILE_SPEC
 from tools.problem import Problem
+from tools.profile_kernel import SPEC as PROFILE_SPEC
 from tools.supervise import listen
 
 BOTH_ARE_CALLS = """
 import inspect, sys
 {first}
-from tools import benchmark, compile_kernel
+from tools import benchmark, compile_kernel, profile_kernel
 assert inspect.isfunction(benchmark) and benchmark.__module__ == "tools.benchmark", benchmark
+assert inspect.isfunction(profile_kernel) and profile_kernel.__module__ == "tools.profile_kernel"
 assert inspect.isfunction(compile_kernel) and compile_kernel.__module__ == "tools.compile_kernel"
 from tools.benchmark import SPEC, text
 assert SPEC.name == "benchmark" and callable(text)
@@ -44,9 +46,10 @@ def python(code: str) -> subprocess.CompletedProcess[str]:
         "from tools.benchmark import SPEC",
         "import tools.compile_kernel",
         "from tools.compile_kernel import text",
+        "from tools.profile_kernel import SPEC",
     ],
 )
-def test_from_tools_import_gives_the_two_calls_whatever_came_first(first: str) -> None:
+def test_from_tools_import_gives_the_three_calls_whatever_came_first(first: str) -> None:
     done = python(BOTH_ARE_CALLS.format(first=first))
     assert done.returncode == 0, done.stderr
 
@@ -61,10 +64,12 @@ def test_a_worker_loads_neither_tool_nor_the_judge() -> None:
 
 
 def test_the_agent_offers_what_the_tools_modules_say() -> None:
-    assert toolbox.schemas() == [COMPILE_SPEC.schema, BENCHMARK_SPEC.schema]
+    assert toolbox.schemas() == [COMPILE_SPEC.schema, BENCHMARK_SPEC.schema, PROFILE_SPEC.schema]
     assert toolbox.COMPILE.spec is COMPILE_SPEC
     assert toolbox.BENCHMARK.spec is BENCHMARK_SPEC
-    assert [line.split("(")[0] for line in toolbox.prompt_lines()] == ["- compile_kernel", "- benchmark"]
+    assert toolbox.PROFILE.spec is PROFILE_SPEC
+    lines = [line.split("(")[0] for line in toolbox.prompt_lines()]
+    assert lines == ["- compile_kernel", "- benchmark", "- profile_kernel"]
 
 
 NO_EXTENSION = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"

@@ -1,8 +1,8 @@
 """The harness's evaluation side, by trust zone (docs/architecture.md has the picture):
 
-- `tools.compile_kernel`, `tools.benchmark`: the two tools the model calls, each in one module: what the
-  model is told of it, the call, its result and the text the model reads back. `from tools import
-  compile_kernel, benchmark` gives the two calls.
+- `tools.compile_kernel`, `tools.benchmark`, `tools.profile_kernel`: the three tools the model calls, each
+  in one module: what the model is told of it, the call, its result and the text the model reads back.
+  `from tools import compile_kernel, benchmark, profile_kernel` gives the three calls.
 - `tools.judge`: trusted, in the harness's own process. Plans an evaluation, compares outputs with the
   float64 truth, applies every guard, decides the verdict. Public: `check_problem`, `check_source`.
 - `tools.worker`: runs in worker processes: beside a candidate (the candidate worker, its runtime guard,
@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tools.benchmark import benchmark as benchmark
     from tools.compile_kernel import compile_kernel as compile_kernel
+    from tools.profile_kernel import profile_kernel as profile_kernel
 
-TOOLS = ("compile_kernel", "benchmark")  # each a module here and the function it defines
+TOOLS = ("compile_kernel", "benchmark", "profile_kernel")  # each a module here and the function it defines
 
-__all__ = ["benchmark", "compile_kernel"]
+__all__ = ["benchmark", "compile_kernel", "profile_kernel"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,9 +15,11 @@ import os
 import time
 from typing import Any, Protocol
 
+from tools.cache.peaks import host_peaks
 from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.envinfo import collect_env
+from tools.floor import floor_fraction, floor_text, with_floors
 from tools.judge import _phases as phases
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
@@ -108,6 +110,8 @@ def benchmark(
             result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock)
         finally:
             prepared.discard()
+        if problem.spec.floor is not None:  # measured once per host, with the device still ours
+            result = with_floors(problem, result, host_peaks(problem.spec.device, env))
     result.notices += integrity_notices(problem)
     if ev is not None:
         if suspicious:
@@ -188,7 +192,8 @@ def _stats(s: TimingStats | None) -> str:
 def _timing_line(t: ShapeTiming) -> str:
     speed = f"{t.speedup:.2f}×" if t.speedup is not None else "no speedup"
     note = f" ({t.message})" if t.message else ""
-    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{note}"
+    floor = f"; {floor_text(t)}" if floor_text(t) else ""
+    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{floor}{note}"
 
 
 def _case_line(c: CaseResult) -> str:
@@ -236,7 +241,9 @@ def headline(result: BenchResult) -> str:
     results are cut down to it when the context is bounded)."""
     first = result.message.strip().splitlines()[0] if result.message.strip() else ""
     if result.correct and result.speedup is not None:
-        return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed."
+        fraction = floor_fraction(result)
+        floor = f", {fraction * 100:.0f}% of the speed-of-light floor" if fraction is not None else ""
+        return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed{floor}."
     if result.status == "suspect":
         why = next((f.message for f in result.flag_details if f.name == "timing_mismatch"), result.message)
         return f"benchmark SUSPECT: outputs correct, timing not trusted (no speedup counted): {why}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 SizeValue = int | float | tuple[int | float, ...]
@@ -184,3 +184,44 @@ def parse_size(text: str) -> tuple[str, SizeValue]:
         return name.strip(), as_size_value(value)
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from exc
+
+
+FLOOR_OPERATORS: dict[type[ast.operator], Callable[[float, float], float]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Pow: lambda a, b: a**b,
+}
+
+
+def size_expression(expr: str, sizes: Mapping[str, SizeValue]) -> float:
+    """An arithmetic expression of a shape's sizes (`2*batch_size*seq_len`): numbers, size names, + - * / //
+    ** and parentheses, nothing else (a spec is data, never code)."""
+
+    def value(node: ast.AST) -> float:
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, int | float)
+            and not isinstance(node.value, bool)
+        ):
+            return float(node.value)
+        if isinstance(node, ast.Name):
+            if node.id not in sizes:
+                raise ValueError(f"unknown size {node.id!r} (known: {', '.join(sorted(sizes))})")
+            size = sizes[node.id]
+            if not isinstance(size, int | float):
+                raise ValueError(f"size {node.id!r} is {size!r}, not a number")
+            return float(size)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -value(node.operand)
+        if isinstance(node, ast.BinOp) and type(node.op) in FLOOR_OPERATORS:
+            return float(FLOOR_OPERATORS[type(node.op)](value(node.left), value(node.right)))
+        raise ValueError(f"not allowed in a size expression: {ast.unparse(node)!r}")
+
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"does not parse: {exc.msg}") from exc
+    return value(tree.body)

@@ -91,6 +91,7 @@ class CandidateCase(_Order):
     name: str
     data_path: str
     out_path: str
+    profile_range: bool = False  # profile_kernel: the forward call bracketed by cudaProfilerStart/Stop
 
 
 class CandidateShape(_Order):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -16,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tools import kbfile
-from tools.kbfile import SizeValue
+from tools.kbfile import SizeValue, size_expression
 
 
 class ProblemError(Exception):
@@ -103,11 +104,25 @@ class Case(Strict):
     )
 
 
+class Floor(Strict):
+    """The work of one call, as expressions of the shape's sizes: the speed-of-light floor of a shape is
+    max(flops / the machine's fp32 FLOP/s, bytes / its memory bandwidth) (tools/floor.py)."""
+
+    flops: str = Field(description="floating-point operations of one call")
+    bytes: str = Field(description="bytes one call must move to and from memory at least")
+
+    def work(self, sizes: Mapping[str, SizeValue]) -> tuple[float, float]:
+        """(FLOPs, bytes) of one call at `sizes`."""
+        return size_expression(self.flops, sizes), size_expression(self.bytes, sizes)
+
+
 class TimingShape(Strict):
     name: str
     sizes: dict[str, SizeValue] = Field(default_factory=dict)
     primary: bool = False
-    floor_ms: float | None = Field(None, gt=0, description="physical lower bound; faster is implausible")
+    floor_ms: float | None = Field(
+        None, gt=0, description="physical lower bound; faster is implausible (not the speed-of-light `floor`)"
+    )
 
 
 class LibraryPolicy(Strict):
@@ -179,6 +194,12 @@ class ProblemSpec(Strict):
     timing_config: TimingConfig = Field(default_factory=TimingConfig)
     limits: Limits = Field(default_factory=Limits)
     trajectory: str | None = Field(None, description="scripted trajectory played back offline")
+    floor: Floor | None = Field(None, description="FLOPs and bytes per call, for the speed-of-light floor")
+    baselines: list[str] = Field(
+        default_factory=list,
+        description="library compositions timed by `agent bench --baselines`: files beside the spec, each "
+        "defining `ModelNew` as a candidate does (trusted code, run on the trusted side)",
+    )
     hints: str = ""
 
     @field_validator("tolerance", mode="before")
@@ -236,8 +257,9 @@ class Problem(BaseModel):
     @property
     def reference_hash(self) -> str:
         """Changes whenever the reference's work changes; not with how long or how often it is timed, so
-        the final re-check's longer timing compares against the reference medians the run used."""
-        spec = self.spec.model_dump(mode="json", exclude={"timing_config", "limits"})
+        the final re-check's longer timing compares against the reference medians the run used (nor with the
+        speed-of-light floor and the baselines, which say nothing of the reference's work)."""
+        spec = self.spec.model_dump(mode="json", exclude={"timing_config", "limits", "floor", "baselines"})
         blob = json.dumps(spec, sort_keys=True).encode() + b"\0" + self.reference_source.encode()
         return hashlib.sha256(blob).hexdigest()[:16]
 
@@ -310,6 +332,16 @@ def _check_sizes(path: Path, spec: ProblemSpec, source: str) -> None:
         for item in items:
             if why := kbfile.refusal(tree, item.sizes):
                 raise ProblemError(f"{path}: {group}.{item.name}.sizes: {why}")
+
+
+def _check_floor(path: Path, spec: ProblemSpec, constants: dict[str, SizeValue]) -> None:
+    if spec.floor is None:
+        return
+    for shape in spec.timing:
+        try:
+            spec.floor.work({**constants, **shape.sizes})
+        except (ValueError, ZeroDivisionError, OverflowError) as exc:
+            raise ProblemError(f"{path}: floor at timing.{shape.name}: {exc}") from exc
 
 
 def default_device() -> Literal["cuda", "cpu"]:
@@ -400,6 +432,7 @@ def load_problem(
     constants = module_size_constants(source, str(ref_path))
     spec = _with_options(path, spec, sizes, tolerance)
     _check_sizes(path, spec, source)
+    _check_floor(path, spec, constants)
     return Problem(
         spec=spec, path=path, reference_path=ref_path, reference_source=source, size_constants=constants
     )

@@ -151,6 +151,37 @@ class TimingStats(Model):
     )
 
 
+class HostPeaks(Model):
+    """The machine's measured peaks, for the speed-of-light floor (tools/cache/peaks.py): measured once per
+    host, device and torch version, then cached. fp32 FLOP/s: on a GPU a loop of dependent FMAs, else (and
+    beside it) a large fp32 matmul with TF32 off; memory bandwidth by a large copy. Measured rates, not the
+    datasheet's."""
+
+    status: Literal["ok", "unavailable"]
+    device: str = Field("", description="cuda or cpu")
+    key: str = Field("", description="host | device | torch, the cache's key")
+    fp32_tflops: float | None = Field(None, description="the floor's FLOP rate: the higher of the two")
+    matmul_tflops: float | None = Field(None, description="what a library fp32 matmul reaches")
+    bandwidth_gbs: float | None = None
+    method: str = ""
+    cached: bool = False
+    message: str = ""
+
+
+class ShapeFloor(Model):
+    """The speed-of-light floor of one timed shape: max(FLOPs / fp32 FLOP/s, bytes / bandwidth), from the
+    problem's `floor` and the host's peaks; `fraction` is the floor over the kernel's median (1.0: at it)."""
+
+    flops: float
+    bytes: float
+    compute_ms: float | None = None
+    memory_ms: float | None = None
+    ms: float | None = None
+    bound: Literal["compute", "memory"] | None = None
+    fraction: float | None = Field(None, description="floor ms / the kernel's median ms")
+    message: str = ""
+
+
 class ShapeTiming(Model):
     name: str
     primary: bool
@@ -164,6 +195,7 @@ class ShapeTiming(Model):
     speedup: float | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""
+    floor: ShapeFloor | None = Field(None, description="speed-of-light floor (problems with a `floor`)")
 
 
 class KernelUsage(Model):
@@ -255,6 +287,8 @@ class BenchResult(Model):
     notices: list[str] = Field(
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"
     )
+    peaks: HostPeaks | None = Field(None, description="the peaks the timings' floors were derived from")
+    baselines: BaselineReport | None = Field(None, description="`agent bench --baselines`: trusted baselines")
     sanitizer: SanitizerReport | None = Field(
         None,
         description="compute-sanitizer or ASan on a small case (`agent bench --sanitize`, a run's new bests)",
@@ -263,3 +297,87 @@ class BenchResult(Model):
     @property
     def primary_timing(self) -> ShapeTiming | None:
         return next((t for t in self.timings if t.primary), None)
+
+
+class StallReason(Model):
+    """One warp-stall reason: warp cycles per issued instruction spent in it (ncu's WarpStateStats)."""
+
+    reason: str
+    cycles_per_issue: float
+    share: float = Field(description="of all stall cycles of the kernel")
+
+
+class KernelProfile(Model):
+    """One kernel as Nsight Compute measured it at the primary shape (launches of one name added up)."""
+
+    name: str
+    kind: str = Field(description="own (the candidate's source defines it), gemm, elementwise, copy, ...")
+    launches: int = 1
+    duration_us: float | None = None
+    sm_pct: float | None = Field(None, description="compute (SM) throughput, % of peak")
+    memory_pct: float | None = Field(None, description="memory throughput (the busiest unit), % of peak")
+    dram_pct: float | None = Field(None, description="DRAM throughput, % of peak")
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+    occupancy_limiter: str = Field(
+        "", description="what caps the blocks per SM: registers, shared memory, ..."
+    )
+    blocks_per_sm: float | None = Field(None, description="the limiter's blocks per SM")
+    registers: int | None = Field(None, description="per thread")
+    shared_bytes: int | None = Field(None, description="static + dynamic shared memory per block")
+    spill_stores: int | None = Field(None, description="ptxas, bytes per thread (own kernels)")
+    spill_loads: int | None = None
+    grid: str = ""
+    block: str = ""
+    stalls: list[StallReason] = Field(default_factory=list, description="the top warp-stall reasons")
+    advice: list[str] = Field(default_factory=list, description="ncu's own optimisation hints, shortened")
+
+
+ProfileStatus = Literal["ok", "unavailable", "compile_error", "import_error", "failed", "timeout"]
+
+
+class ProfileResult(Model):
+    """`profile_kernel`: Nsight Compute on the candidate at the problem's primary shape (tools/profile_kernel.py)."""
+
+    status: ProfileStatus
+    message: str
+    shape: str = ""
+    sizes: dict[str, int] = Field(default_factory=dict)
+    kernels: list[KernelProfile] = Field(default_factory=list, description="by device time, costliest first")
+    own_share: float | None = Field(
+        None, description="of the profiled device time, in the candidate's kernels"
+    )
+    library_share: dict[str, float] = Field(default_factory=dict)
+    total_us: float | None = None
+    tool: str = Field("", description="the ncu used, and its version")
+    measurable_here: str = Field("", description="where ncu cannot run: what can be measured here instead")
+    compile: CompileResult | None = None
+    output: str = ""
+    seconds: float = 0.0
+    kernel_hash: str = ""
+
+
+BaselineKind = Literal["eager", "cuda_graph", "torch_compile", "library"]
+
+
+class BaselineTiming(Model):
+    """One baseline at the primary shape (tools/judge/_baselines.py): how the reference, or a library
+    composition of the same math, runs without the candidate; `speedup` is the kernel's against it."""
+
+    name: str = Field(description="eager, cuda_graph, torch_compile, or the composition's file stem")
+    kind: BaselineKind
+    status: Literal["ok", "failed", "timeout", "unavailable"]
+    stats: TimingStats | None = None
+    speedup: float | None = Field(None, description="the baseline's median over the kernel's")
+    rel_l2_vs_reference: float | None = Field(None, description="its output against the fp32 reference's")
+    ready_s: float | None = Field(None, description="seconds to make it ready: a capture, a compile, a build")
+    message: str = ""
+
+
+class BaselineReport(Model):
+    shape: str
+    baselines: list[BaselineTiming] = Field(default_factory=list)
+    seconds: float = 0.0
+
+
+BenchResult.model_rebuild()  # its `baselines` field names a model defined after it

@@ -53,7 +53,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="seconds per tool, its start and any build included (default 120; ASan 300)",
     )
     add_problem_options(bench)
+    bench.add_argument(
+        "--baselines",
+        action="store_true",
+        help="then time honest baselines at the primary shape on the trusted side: the eager reference, its "
+        "CUDA graph, torch.compile of it (time-limited) and the spec's library compositions; the kernel's "
+        "speedup against each",
+    )
+    bench.add_argument(
+        "--compile-limit",
+        type=float,
+        metavar="S",
+        help="seconds torch.compile of the reference may take, compile and timing (default "
+        "$KERNEL_AGENT_COMPILE_LIMIT, else 300)",
+    )
     bench.set_defaults(handler=run_bench)
+    prof = sub.add_parser("profile", help="Nsight Compute on one kernel file at the problem's primary shape")
+    prof.add_argument("problem", help="problems/<name>.yaml or a KernelBench .py")
+    prof.add_argument("kernel", help="a Python file defining ModelNew")
+    prof.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    prof.set_defaults(handler=run_profile)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
     check.add_argument("--json", action="store_true", help="print exactly one JSON object")
@@ -165,6 +184,10 @@ def run_bench(args: argparse.Namespace) -> int:
         )
         if args.sanitize or args.sanitize_tools or args.sanitize_budget:
             result = sanitized(problem, source, result, args.sanitize_tools, args.sanitize_budget)
+        if args.baselines:
+            from tools.judge import baselines
+
+            result = baselines(problem, result, compile_limit_s=args.compile_limit)
     except Exception as exc:  # the harness itself broke: say so plainly, exit 3
         if args.json:
             print(json.dumps({"status": "harness_error", "correct": False, "speedup": None, "flags": [],
@@ -181,6 +204,29 @@ def run_bench(args: argparse.Namespace) -> int:
     if result.status == "harness_error":
         return EXIT_HARNESS
     return EXIT_CORRECT if result.correct else EXIT_INCORRECT
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    """`agent profile`: what the model's profile_kernel returns, for a person (0 profiled, 1 not: see why)."""
+    from agent.cli.console import make_console
+    from agent.views.profile import profile_view
+    from tools import profile_kernel
+
+    problem = _load(args.problem)
+    if problem is None:
+        return EXIT_USAGE
+    kernel = Path(args.kernel)
+    if not kernel.is_file():
+        print(f"error: {kernel}: no such kernel file", file=sys.stderr)
+        return EXIT_USAGE
+    result = profile_kernel(problem, kernel.read_text())
+    if args.json:
+        print(result.model_dump_json())
+    else:
+        console = make_console()
+        for part in profile_view(result, str(kernel), full=True):
+            console.print(part)
+    return EXIT_CORRECT if result.status == "ok" else EXIT_INCORRECT
 
 
 def wrong_tools(problem: Problem, tools: tuple[str, ...] | None) -> str | None:

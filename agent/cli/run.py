@@ -18,11 +18,13 @@ from agent.cli.run_options import (  # noqa: F401  (also used from here by the C
     SANITIZE_ENV,
     SanitizeMode,
     UsageError,
+    add_floor_options,
     choose_gpus,
     gpu_list,
     non_negative_int,
     positive_int,
     sanitize_mode,
+    stop_at_floor,
 )
 
 if TYPE_CHECKING:  # the CLI starts light: torch and the SDK load only inside the handler
@@ -81,6 +83,7 @@ def register(subparsers: Any) -> None:
         metavar="X",
         help="stop once a correct kernel reaches X (default: none)",
     )
+    add_floor_options(p)
     p.add_argument(
         "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
     )
@@ -184,6 +187,8 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         max_cost_usd=args.max_cost,
         max_minutes=args.max_minutes,
         target_speedup=args.target_speedup,
+        stop_at_floor=stop_at_floor(problem, args.stop_at_floor),
+        baselines=args.baselines,
         trajectory=str(trajectory) if provider.scripted and trajectory else None,
         parallel=args.parallel,
         branches=args.branches if args.branches is not None else (args.parallel if args.parallel > 1 else 0),
@@ -271,7 +276,9 @@ def run_setup(
     system = system_for(problem, config)  # measures the GPU once per host: before anything else uses it
     executor.warm_up(problem)  # the first benchmark's truth and worker, made while the first turn runs
     sanitizer = run_sanitizer(problem, config, console)
-    return RunSetup(problem, provider, log, system, budget_of(config), executor, display, sanitizer)
+    return RunSetup(
+        problem, provider, log, system, budget_of(config), executor, display, sanitizer, config.baselines
+    )
 
 
 def run_sanitizer(problem: Problem, config: RunConfig, console: Console) -> RunSanitizer | None:
@@ -375,6 +382,7 @@ def limit_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "max_cost_usd": args.max_cost,
         "max_minutes": args.max_minutes,
         "target_speedup": args.target_speedup,
+        "stop_at_floor": args.stop_at_floor,
     }
 
 
@@ -386,6 +394,7 @@ def budget_of(config: RunConfig) -> Budget:
         max_cost_usd=config.max_cost_usd,
         max_minutes=config.max_minutes,
         target_speedup=config.target_speedup,
+        stop_at_floor=config.stop_at_floor,
     )
 
 

@@ -59,6 +59,37 @@ def gpu_list(text: str) -> list[int]:
     return gpus
 
 
+def floor_fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 10:
+        raise argparse.ArgumentTypeError(f"a fraction of the floor above 0 (0.8: 80% of it), got {text}")
+    return value
+
+
+def add_floor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--stop-at-floor",
+        type=floor_fraction,
+        metavar="F",
+        help="stop once the best reaches F of the floor (0.8)",
+    )
+    p.add_argument(
+        "--baselines",
+        action="store_true",
+        help="at the end, time the best against the eager reference, its CUDA graph, torch.compile of it and "
+        "the spec's library compositions (summary.json's `baselines`)",
+    )
+
+
+def stop_at_floor(problem: Problem, fraction: float | None) -> float | None:
+    """--stop-at-floor, refused where the problem states no floor (it could never stop the run)."""
+    if fraction is not None and problem.spec.floor is None:
+        raise UsageError(
+            f"--stop-at-floor: {problem.name} states no floor (its spec has no `floor:` FLOPs and bytes)"
+        )
+    return fraction
+
+
 class UsageError(Exception):
     """Bad arguments or setup: shown as one line, exit code 2."""
 

@@ -26,7 +26,7 @@ from typing import Protocol
 from agent.execution.leases import Leases
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
-from tools.results import BenchResult, CompileResult, SanitizerReport
+from tools.results import BenchResult, CompileResult, ProfileResult, SanitizerReport
 from tools.wire import BuildProgress
 
 
@@ -64,6 +64,11 @@ class LocalEvaluator:
         from tools.judge import sanitize
 
         return sanitize(problem, code, gpu=gpu)
+
+    def profile(self, problem: Problem, code: str, gpu: int | None) -> ProfileResult:
+        from tools import profile_kernel
+
+        return profile_kernel(problem, code, gpu=gpu)
 
     def kill_all(self) -> None:
         from tools.supervise import kill_all_children
@@ -128,6 +133,30 @@ class Executor(ABC):
         del job
         return unavailable_report(f"{type(self).__name__} does not run the sanitizer")
 
+    def profile(self, job: KernelJob) -> ProfileResult:
+        """Nsight Compute on a kernel: compiled first (its build then comes from the cache), then profiled
+        where the executor can (default: it cannot, and the result says so). Where ncu cannot run (a CPU
+        problem, no GPU or no ncu here) it says so at once, before any build."""
+        from tools.profile_kernel import unavailable
+
+        refused = unavailable(job.problem)
+        if refused is not None:
+            return refused
+        compiled = self.compile(job)
+        if not compiled.ok:
+            status = compiled.status if compiled.status in ("compile_error", "import_error") else "failed"
+            return ProfileResult(status=status, message=compiled.message, compile=compiled)
+        return self.profile_compiled(job)
+
+    def baselines(self, problem: Problem, result: BenchResult) -> BenchResult:
+        """`result` with the baselines timed beside it, where the executor can (default: unchanged)."""
+        del problem
+        return result
+
+    def profile_compiled(self, job: KernelJob) -> ProfileResult:
+        del job
+        return ProfileResult(status="unavailable", message=f"{type(self).__name__} does not run the profiler")
+
     @abstractmethod
     def kill_all(self) -> None:
         """Kill what is running now (Ctrl-C)."""
@@ -169,6 +198,22 @@ class LeasedExecutor(Executor):
         with self.leases.timing(self.on_event, job.trajectory, job.kernel_path, on_host(job.problem)) as gpu:
             report: SanitizerReport = run(job.problem, job.code, gpu)
             return report
+
+    def profile_compiled(self, job: KernelJob) -> ProfileResult:
+        """Under a timing lease: ncu's replays hold the GPU as timing does."""
+        run = getattr(self.evaluator, "profile", None)  # an evaluator may not profile
+        if run is None:
+            return super().profile_compiled(job)
+        with self.leases.timing(self.on_event, job.trajectory, job.kernel_path, on_host(job.problem)) as gpu:
+            result: ProfileResult = run(job.problem, job.code, gpu)
+            return result
+
+    def baselines(self, problem: Problem, result: BenchResult) -> BenchResult:
+        """Under a timing lease, as any timing (tools/judge/_baselines.py)."""
+        from tools.judge import baselines
+
+        with self.leases.timing(self.on_event, None, "baselines") as gpu:
+            return baselines(problem, result, gpu=gpu)
 
     def warm_up(self, problem: Problem) -> None:
         """Each GPU the run times on (or the host) prepares its first evaluation, if the evaluator can."""

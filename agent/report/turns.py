@@ -17,7 +17,9 @@ from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallE
 from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
 from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row, usage_text
 from tools.benchmark import sanitizer_text
-from tools.results import BenchResult, CompileResult
+from tools.floor import floor_text
+from tools.profile_kernel import text as profile_text
+from tools.results import BenchResult, CompileResult, ProfileResult
 
 OK_STATUSES = ("ok", "passed")
 
@@ -264,6 +266,8 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
     if result.timings:
         rows = [[esc(cell) for cell in timing_row(t)] for t in result.timings]
         parts.append(table_html(TIMING_COLUMNS, rows, numeric=[1, 2, 3, 4]))
+        floors = "; ".join(f"{t.name}: {floor_text(t)}" for t in result.timings if floor_text(t))
+        parts += [f'<p class="dim">speed-of-light {esc(floors)}</p>'] if floors else []
     usage = result.usage
     if usage and usage.own_share is not None:
         parts.append(f'<p class="dim">{esc(usage_text(usage))}</p>')
@@ -292,6 +296,8 @@ def call_html(run: RunData, call: ToolCallEvent, where: str, family: Lineage) ->
         parts.append(bench_html(result, call.kernel_path))
     elif isinstance(result, CompileResult):
         parts.append(compile_html(result, call.kernel_path))
+    elif isinstance(result, ProfileResult):
+        parts.append(f"<pre>{esc(profile_text(result))}</pre>")
     else:
         parts.append('<p class="warn">no readable result in the log</p>')
     parts.append(

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tools.results import BaselineReport
+
 FORMAT_VERSION = 2
 """2: events may carry a `trajectory` (parallel runs) and there are `lease` and `trajectory` events."""
 READABLE_FORMAT_VERSIONS = (1, 2)  # a version-1 log is a version-2 log with one trajectory and no leases
@@ -100,6 +102,11 @@ class TimedKernel(BaseModel):
     speedup: float
     median_ms: float = Field(description="its median at the primary timed shape")
     rse: float = Field(description="that median's relative standard error")
+    floor_ms: float | None = Field(None, description="the primary shape's speed-of-light floor, where known")
+
+    @property
+    def floor_fraction(self) -> float | None:
+        return self.floor_ms / self.median_ms if self.floor_ms is not None and self.median_ms > 0 else None
 
 
 class _BestTag(BaseEvent):  # the tag before the kernel's fields, as the log has always had it
@@ -185,6 +192,9 @@ class RunConfig(BaseModel):
     max_cost_usd: float | None = None
     max_minutes: float | None = None
     target_speedup: float | None = None
+    stop_at_floor: float | None = Field(
+        None, description="end once the best reaches this fraction of the floor"
+    )
     trajectory: str | None = None
     parallel: int = Field(1, description="trajectories at once")
     branches: int = Field(0, description="trajectories started from the shared best once one exists")
@@ -194,6 +204,7 @@ class RunConfig(BaseModel):
     base_url: str | None = Field(
         None, description="an OpenAI-compatible run's server, without credentials or query (resume uses it)"
     )
+    baselines: bool = Field(False, description="the best timed against the baselines at the end")
     sanitize: Literal["auto", "on", "off"] = Field(
         "off", description="new bests sanitized before they count: auto = where the sanitizer runs here"
     )
@@ -237,7 +248,11 @@ class RunSummary(Versioned):
     tool_seconds: float = 0.0
     recheck_seconds: float = Field(0.0, description="the final re-check's, after the last turn")
     best_speedup: float | None = None
+    best_floor_fraction: float | None = Field(
+        None, description="the re-checked best: floor ms / its median ms"
+    )
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
+    baselines: BaselineReport | None = Field(None, description="--baselines: the best against each baseline")
     scripted: bool = False
     ended_at: str = Field(default_factory=utc_now)
 

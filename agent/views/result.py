@@ -11,14 +11,17 @@ from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
 from tools.benchmark import sanitizer_run_text, sanitizer_text
+from tools.floor import floor_text, peaks_text
 from tools.kbfile import SizeValue
 from tools.results import (
     NOT_APPLICABLE,
+    BaselineReport,
     BenchResult,
     CaseResult,
     CompileResult,
     Diagnostic,
     KernelUsage,
+    ProfileResult,
     SanitizerReport,
     ShapeTiming,
 )
@@ -28,9 +31,9 @@ TIMING_COLUMNS = ("shape", "candidate", "rse", "reference", "speedup")
 SHORT_SIZES = {"batch_size": "B", "seq_len": "L", "d_model": "D", "d_state": "N"}
 
 
-def first_error_line(result: CompileResult | BenchResult | None) -> int | None:
+def first_error_line(result: CompileResult | BenchResult | ProfileResult | None) -> int | None:
     """The candidate's line of its first compile error, if the result has one."""
-    compiled = result.compile if isinstance(result, BenchResult) else result
+    compiled = result.compile if isinstance(result, BenchResult | ProfileResult) else result
     if compiled is None:
         return None
     return next((d.candidate_line for d in compiled.errors if d.candidate_line), None)
@@ -192,6 +195,9 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
         yield from sanitizer_view(result.sanitizer, full)
     if result.timings:
         yield timings_table(result.timings)
+    yield from floor_view(result, full)
+    if result.baselines is not None:
+        yield from baselines_view(result.baselines)
     cached = [t.name for t in result.timings if t.reference_cached]
     if full and cached:
         yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
@@ -207,6 +213,35 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     line = usage_line(result.usage) if result.usage else None
     if line is not None:
         yield line
+
+
+def floor_view(result: BenchResult, full: bool) -> Iterator[Text]:
+    """Each timed shape's speed-of-light floor and the kernel's share of it; `full`: the peaks too."""
+    said = [f"{t.name}: {floor_text(t)}" for t in result.timings if floor_text(t)]
+    if said:
+        yield Text("speed-of-light " + "; ".join(said), style=DIM)
+    if full and result.peaks is not None:
+        yield Text(f"peaks: {peaks_text(result.peaks)}", style=DIM)
+
+
+BASELINE_COLUMNS = ("baseline", "median ms", "rse", "yours vs it", "ready", "rel L2 vs ref", "note")
+
+
+def baselines_view(report: BaselineReport) -> Iterator[RenderableType]:
+    """Each baseline at the primary shape, and the kernel's speedup against it."""
+    yield Text(f"baselines at {report.shape} (trusted side, {fmt_seconds(report.seconds)}):", style=DIM)
+    table = plain_table(BASELINE_COLUMNS, right=BASELINE_COLUMNS[1:6])
+    for b in report.baselines:
+        table.add_row(
+            b.name,
+            fmt_ms(b.stats.median_ms if b.stats else None),
+            f"{b.stats.rse:.1%}" if b.stats else "–",
+            fmt_speedup(b.speedup),
+            fmt_seconds(b.ready_s) if b.ready_s is not None else "–",
+            fmt_err(b.rel_l2_vs_reference),
+            b.message if b.status == "ok" else f"{b.status}: {b.message}",
+        )
+    yield table
 
 
 def measured_line(result: BenchResult) -> Text:

@@ -9,11 +9,16 @@ two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.
 - `_compile`: what an import phase came to;
 - `_sanitize`: `sanitize` (compute-sanitizer or ASan on a small case) and `with_sanitizer`, its report folded
   into a benchmark's verdict; `_sanitizer_output` reads the tools' logs;
+- `_baselines`: `baselines` (the eager reference, its CUDA graph, torch.compile of it and the spec's library
+  compositions, timed on the trusted side at the primary shape);
+- `_profile`: `profile` (Nsight Compute on a candidate; tools/profile_kernel.py is the tool), `_ncu_output`
+  reads ncu's CSV;
 - `_check`: `check_problem` (a spec's reference runs);
 - `_compare`, `_static_checks`, `_phases`, `_calls`: output comparison, source checks, the seconds per
   phase, the timed calls' schedule.
 """
 
+from tools.judge._baselines import baselines
 from tools.judge._check import check_problem
 from tools.judge._sanitize import sanitize, unavailable_report, with_sanitizer
 from tools.judge._sanitizer_tools import availability as sanitizer_availability
@@ -21,6 +26,7 @@ from tools.judge._static_checks import RULES, check_source
 from tools.judge._verdicts import PARENT_CLOCK_RATIO, PARENT_CLOCK_SLACK_MS, clock_disagreement
 
 __all__ = [
+    "baselines",
     "PARENT_CLOCK_RATIO",
     "PARENT_CLOCK_SLACK_MS",
     "RULES",

@@ -1,0 +1,90 @@
+"""The speed-of-light floor: per timed shape, the time the problem's work (its spec's `floor`: FLOPs and
+bytes per call) takes at this machine's measured peaks (tools/cache/peaks.py), and a kernel's distance to
+it. `fraction` = floor / the kernel's median: 1.0 is at the floor. A kernel can pass 1.0 by doing its
+FLOPs elsewhere than the fp32 units the peak measures (3xTF32 on tensor cores)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tools.kbfile import SizeValue
+from tools.problem import Floor, Problem
+from tools.results import BenchResult, HostPeaks, ShapeFloor, ShapeTiming, TimingStats
+
+
+def shape_floor(
+    floor: Floor, sizes: Mapping[str, SizeValue], peaks: HostPeaks, kernel: TimingStats | None
+) -> ShapeFloor:
+    """One shape's floor at `peaks`, and the kernel's fraction of it where it was timed."""
+    flops, moved = floor.work(sizes)
+    if peaks.status != "ok" or not peaks.fp32_tflops or not peaks.bandwidth_gbs:
+        return ShapeFloor(flops=flops, bytes=moved, message=peaks.message or "no peaks for this host")
+    compute_ms = flops / (peaks.fp32_tflops * 1e12) * 1e3
+    memory_ms = moved / (peaks.bandwidth_gbs * 1e9) * 1e3
+    ms = max(compute_ms, memory_ms)
+    fraction = ms / kernel.median_ms if kernel is not None and kernel.median_ms > 0 else None
+    bound = "compute" if compute_ms >= memory_ms else "memory"
+    return ShapeFloor(
+        flops=flops,
+        bytes=moved,
+        compute_ms=compute_ms,
+        memory_ms=memory_ms,
+        ms=ms,
+        bound=bound,
+        fraction=fraction,
+    )
+
+
+def with_floors(problem: Problem, result: BenchResult, peaks: HostPeaks) -> BenchResult:
+    """`result` with every timed shape's floor (a problem without `floor`: unchanged)."""
+    floor = problem.spec.floor
+    if floor is None:
+        return result
+    timings = [
+        t.model_copy(
+            update={"floor": shape_floor(floor, t.sizes, peaks, t.candidate if result.correct else None)}
+        )
+        for t in result.timings
+    ]
+    return result.model_copy(update={"timings": timings, "peaks": peaks})
+
+
+def floor_fraction(result: BenchResult) -> float | None:
+    """The primary shape's fraction of its floor (None: no floor, no peaks, or not correct)."""
+    primary = result.primary_timing
+    return primary.floor.fraction if primary is not None and primary.floor is not None else None
+
+
+def floor_text(timing: ShapeTiming) -> str:
+    """`floor 0.557 ms (compute-bound), yours at 74% of it` ("" without a floor)."""
+    f = timing.floor
+    if f is None or f.ms is None:
+        return ""
+    at = f" — yours at {f.fraction * 100:.0f}% of it" if f.fraction is not None else ""
+    return f"floor {f.ms:.3f} ms ({f.bound}-bound){at}"
+
+
+def peaks_text(peaks: HostPeaks) -> str:
+    if peaks.status != "ok" or peaks.fp32_tflops is None or peaks.bandwidth_gbs is None:
+        return f"peaks unavailable: {peaks.message}"
+    return (
+        f"{peaks.fp32_tflops:.1f} TFLOP/s fp32, {peaks.bandwidth_gbs:.0f} GB/s memory (measured on this host)"
+    )
+
+
+def floor_lines(problem: Problem, peaks: HostPeaks | None) -> list[str]:
+    """Per timed shape, its work and (with peaks) its floor: what the system prompt states."""
+    floor = problem.spec.floor
+    if floor is None:
+        return []
+    lines = []
+    for shape in problem.spec.timing:
+        sizes = problem.sizes_of(shape)
+        flops, moved = floor.work(sizes)
+        work = f"{flops / 1e9:.2f} GFLOP, {moved / 1e6:.1f} MB"
+        if peaks is not None and peaks.status == "ok":
+            f = shape_floor(floor, sizes, peaks, None)
+            lines.append(f"- {shape.name}: {work} -> floor {f.ms:.3f} ms ({f.bound}-bound)")
+        else:
+            lines.append(f"- {shape.name}: {work}")
+    return lines

@@ -13,7 +13,6 @@ import os
 import random
 import sys
 import time
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +23,7 @@ from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
 from tools.worker import build, fresh, guard, timing
+from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.state import carry_attributes
 from tools.worker.timing import measure
 from tools.worker.truth import reset_backend_flags
@@ -57,37 +57,10 @@ TIMERS = {
 PROBE_ORDER = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
-class CandidateError(Exception):
-    """A failure attributable to the candidate: `kind` is what the parent reports."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
 def tampered_timers() -> list[str]:
     return [
         name for name, (owner, attr, original) in TIMERS.items() if getattr(owner, attr, None) is not original
     ]
-
-
-def candidate_traceback(exc: BaseException, limit_chars: int = 3000) -> str:
-    """The traceback frames that are the candidate's (kernel.py), not the harness's."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.endswith("kernel.py")]
-    lines = [f'  File "kernel.py", line {f.lineno}, in {f.name}\n    {f.line}' for f in frames[-6:]]
-    text = "\n".join(lines + [f"{type(exc).__name__}: {exc}"])
-    return text[-limit_chars:]
-
-
-def classify_exception(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, torch.cuda.OutOfMemoryError | MemoryError) or "out of memory" in text.lower():
-        return "oom"
-    if "can't allocate memory" in text or "not enough memory" in text.lower():
-        return "oom"
-    if "CUDA error" in text or "AcceleratorError" in text or "illegal memory access" in text:
-        return "cuda_error"
-    return "exception"
 
 
 def import_candidate(path: Path) -> Any:

@@ -85,8 +85,8 @@ def time_one(problem: Problem, name: str, kind: BaselineKind, path: str, limit_s
     _, reference_cfg = timing_cfgs(problem)
     request = {
         "kind": kind, "path": path, "device": problem.spec.device, "source": problem.reference_source,
-        "sizes": {**problem.size_constants, **problem.primary.sizes}, "seed": secrets.randbits(62),
-        "cfg": reference_cfg,
+        "sizes": problem.pins(problem.primary), "seed": secrets.randbits(62),
+        "cfg": reference_cfg.model_dump(),
     }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="kagent-baseline-") as tmp:
         req = Path(tmp) / "request.json"

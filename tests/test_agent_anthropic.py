@@ -152,7 +152,7 @@ def test_request_caches_system_and_tools_and_thinks_adaptively(problem: Problem,
     assert body["model"] == MODEL
     assert body["thinking"] == {"type": "adaptive"}
     assert body["system"][-1]["cache_control"] == {"type": "ephemeral"}
-    assert [t["name"] for t in body["tools"]] == ["compile_kernel", "benchmark"]
+    assert [t["name"] for t in body["tools"]] == ["compile_kernel", "benchmark", "profile_kernel"]
     assert body["tools"][-1]["cache_control"] == {"type": "ephemeral"}
     assert "temperature" not in body
     system = body["system"][0]["text"]

@@ -432,7 +432,11 @@ def test_tool_call_round_trip_through_the_loop(problem: Problem, tmp_path: Path,
     first, second = server.requests
     assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
     assert second["messages"][:2] == first["messages"]  # the system prompt and the task, unchanged
-    assert [t["function"]["name"] for t in second["tools"]] == ["compile_kernel", "benchmark"]
+    assert [t["function"]["name"] for t in second["tools"]] == [
+        "compile_kernel",
+        "benchmark",
+        "profile_kernel",
+    ]
     assert second["tools"][0]["function"]["parameters"]["required"] == ["kernel_code"]
     assistant, tool = second["messages"][2:]
     assert assistant["content"] == "Compiling."

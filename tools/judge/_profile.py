@@ -29,7 +29,6 @@ from tools.results import CompileResult, KernelProfile, KernelResources, Profile
 from tools.supervise import Job, WarmPool, describe_exit, kernel_hash, pool_for, run_candidate, visible_gpu
 from tools.supervise import _toolchain as toolchain
 from tools.worker.instrument import kernel_names
-from tools.worker.usage import classify_kernel
 
 NCU_ENV = "KERNEL_AGENT_NCU"  # an ncu to use instead of the one found
 PROFILE_BUDGET_S = 300.0  # the worker's start and import (a build, where not cached), then ncu's replays
@@ -121,6 +120,10 @@ def with_spills(profile: KernelProfile, resources: list[KernelResources]) -> Ker
 
 
 def digest_report(pages: list[str], own: set[str], compiled: CompileResult | None) -> list[KernelProfile]:
+    # Imported here: tools.worker.usage imports torch's cpp_extension, whose import warns on a machine
+    # without CUDA (into `agent show`'s stderr, which imports this module for the tool's text).
+    from tools.worker.usage import classify_kernel
+
     resources = compiled.kernels if compiled is not None else []
     profiles = [digest(launch, classify_kernel(launch.name, own)) for launch in parse_launches(*pages)]
     return [with_spills(p, resources) if p.kind == "own" else p for p in merge_by_name(profiles)]

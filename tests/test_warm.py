@@ -224,3 +224,27 @@ def _processes_mentioning(text: str) -> list[int]:
             except OSError:
                 continue
     return found
+
+
+EXITS_AFTER = """
+import sys, time
+from tests.candidates import scan_variants as v
+from tools import benchmark
+from tools.problem import load_problem
+result = benchmark(load_problem(sys.argv[1]), v.baseline())
+print("DONE", result.status, time.time(), flush=True)
+"""
+
+
+def test_a_process_that_benchmarked_exits_at_once() -> None:
+    """The warm pool's exit does not wait for the worker it was making ahead for the next evaluation (it
+    waited 10 s, in every `agent bench` and at the end of every test session, once CPU evaluations had one)."""
+    import time
+
+    done = subprocess.run(
+        [sys.executable, "-c", EXITS_AFTER, str(TINY)], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    ended = time.time()
+    line = next(x for x in done.stdout.splitlines() if x.startswith("DONE"))
+    assert line.split()[1] == "ok", done.stdout + done.stderr
+    assert ended - float(line.split()[2]) < 4.0

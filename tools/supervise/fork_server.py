@@ -214,6 +214,7 @@ class Zygote:
             self.live.discard(pid)
 
     def stop(self) -> None:
+        self.prepared.set()  # whoever waits for a worker made ahead stops waiting: none will come now
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         kill_group(self.proc.pid)

@@ -13,7 +13,9 @@
 #   3. `agent bench` of the shipped best (status ok);
 #   4. a 2-turn scripted `agent run` (exit 4, `--max-turns` reached, is its success; `--no-sanitize`, below)
 #      whose best.json holds a final re-checked best faster than the reference.
-# Budget: 300 s of command time, install included. Ends with one line:
+# Budget: 300 s of command time, install included, judged on the total: each step's own timeout only guards
+# against a hang (together they fit one 600 s device call), so a slow step fails the gate by the total with
+# every later step's log, never by a cut that hides whether its checks passed. Ends with one line:
 #   PASSED: N passed, 0 failed      or      FAILED: N passed, M failed
 # Logs in $OUT (default /tmp/gate): gate.txt, gpu_tests.txt, gpu_durations.txt, gpu_failures.txt,
 # bench_best.json, run.txt, run.tar.gz (the run's folder), figures.jsonl. The whole GPU tier: bench/h200_gpu_tests.sh.
@@ -23,7 +25,6 @@ OUT=${OUT:-/tmp/gate}; mkdir -p "$OUT"
 RUNS=${GATE_RUNS:-/tmp/gate_runs}  # the scripted run's folder, packed into $OUT/run.tar.gz at the end
 LIMIT=${GATE_LIMIT:-300}  # the budget; GATE_LIMIT only to learn how far over it runs
 exec > >(tee "$OUT/gate.txt") 2>&1
-left() { echo $(( LIMIT - $(elapsed) )); }
 . bench/h200_setup.sh
 machine_facts
 step_done install
@@ -33,7 +34,7 @@ check() {  # check NAME STATUS: one gate check passed (0) or failed (anything el
   if [ "$2" -eq 0 ]; then passed=$((passed + 1)); echo "ok   $1"; else failed=$((failed + 1)); echo "FAIL $1 (exit $2)"; fi
 }
 
-timeout "$(left)" python3 -m bench.prebuild problems/selective_scan.yaml $SOL/01_naive_fused.py \
+timeout 150 python3 -m bench.prebuild problems/selective_scan.yaml $SOL/01_naive_fused.py \
   $SOL/04_chunked_scan.py $SOL/best.py --gate-candidates --jobs 8
 check "prebuild" $?
 step_done prebuild
@@ -41,7 +42,7 @@ step_done prebuild
 # The main problem's reference is timed cold by `agent bench` (bounded: reference_max_seconds), then reused.
 # Only the folder that holds the gate's tests is collected (tests/test_gate_selection.py checks they all live
 # there): collecting all of tests/ cost 4 s of the budget.
-timeout "$(( $(left) - 130 ))" python3 -m pytest -m "gpu and gate" -p no:cacheprovider -v -rfE --durations=0 \
+timeout 200 python3 -m pytest -m "gpu and gate" -p no:cacheprovider -v -rfE --durations=0 \
   tests/adversarial/gpu > "$OUT/gpu_tests.txt" 2>&1
 rc=$?
 grep -E "^(FAILED|ERROR)|[0-9]+ (passed|failed)" "$OUT/gpu_tests.txt" | tail -12
@@ -66,7 +67,7 @@ step_done "agent bench"
 
 # --no-sanitize: compute-sanitizer on each new best (on by default for CUDA problems) adds ~28 s per kernel,
 # which the 300 s budget cannot hold; tests/adversarial/gpu/test_gpu_sanitize.py covers it (PART=1).
-timeout "$(( $(left) - 2 ))" agent run problems/selective_scan.yaml --model scripted --max-turns 2 \
+timeout 150 agent run problems/selective_scan.yaml --model scripted --max-turns 2 \
   --no-sanitize --runs-dir "$RUNS" > "$OUT/run.txt" 2>&1
 rc=$?
 tail -4 "$OUT/run.txt"

@@ -26,7 +26,8 @@ from tools.problem import load_problem
 def gpu_candidate_sources(*, gate_only: bool = False) -> dict[str, str]:
     from tests.adversarial.gpu import gpu_candidates as g
 
-    makers = (g.baseline, g.kernel_never_returns)  # one per distinct extension
+    # One per distinct extension, each alone: a candidate that loads two builds them one after the other.
+    makers = (g.baseline, g.faults_extension_only)
     if not gate_only:
         makers += (g.three_x_tf32, g.sanitizer_faults)
     return {f"gpu_candidates.{m.__name__}": m() for m in makers}

@@ -296,10 +296,9 @@ void write_at(int64_t address) {
 """
 
 
-def _with_faults_ext(*after: str) -> str:
-    cu = FAULTS_CU.read_text()
-    src = with_module_code(
-        f"_FAULTS_CU = r'''{cu}'''",
+def _faults_ext_lines() -> tuple[str, ...]:
+    return (
+        f"_FAULTS_CU = r'''{FAULTS_CU.read_text()}'''",
         f"_FAULTS_CPP = r'''{_FAULTS_CPP}'''",
         "_faults = load_inline(",
         '    name="adv_gpu_faults",',
@@ -310,7 +309,25 @@ def _with_faults_ext(*after: str) -> str:
         "    no_implicit_headers=True,",
         ")",
     )
+
+
+def _with_faults_ext(*after: str) -> str:
+    src = with_module_code(*_faults_ext_lines())
     return with_forward("x = x.contiguous()", *PROJECTIONS, f"y = {SCAN}", *after, "return y", src=src)
+
+
+def faults_extension_only() -> str:
+    """A module that builds only the faults' extension: bench.prebuild builds it beside 01's, so that the
+    fault candidates (01's extension, then this one, built one after the other) find both in the cache."""
+    head = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+    model = (
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, *args: object, **kwargs: object) -> None:\n"
+        "        super().__init__()\n\n"
+        "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+        "        return x\n"
+    )
+    return head + "\n".join(_faults_ext_lines()) + "\n\n\n" + model
 
 
 def kernel_never_returns() -> str:

@@ -13,7 +13,7 @@ from agent.runlog.events import TimedKernel
 from agent.views.result import bench_view
 from tools.benchmark import text as bench_text
 from tools.cache.peaks import cached_peaks, host_peaks
-from tools.floor import floor_lines, shape_floor, with_floors
+from tools.floor import floor_lines, peaks_text, shape_floor, with_floors
 from tools.kbfile import size_expression
 from tools.problem import Floor, ProblemError, load_problem
 from tools.results import BenchResult, EnvInfo, HostPeaks, ShapeTiming, TimingStats
@@ -60,6 +60,54 @@ def test_the_floor_is_the_slower_of_compute_and_memory_at_the_peaks() -> None:
     assert (memory.ms, memory.bound, memory.fraction) == (pytest.approx(2.0), "memory", None)
     missing = shape_floor(floor, {"f": 1, "m": 1}, HostPeaks(status="unavailable", message="no GPU"), None)
     assert (missing.ms, missing.message) == (None, "no GPU")
+
+
+TENSOR_PEAKS = PEAKS.model_copy(update={"fp16_tensor_tflops": 600.0})
+
+
+def test_gemm_flops_count_as_three_fp16_products_where_the_host_has_tensor_cores() -> None:
+    """10^12 FLOPs, 9 * 10^11 of them in GEMMs: 10^11 at 50 TFLOP/s (2 ms) + 3 * 9 * 10^11 at 600 (4.5 ms)."""
+    floor = Floor(flops="f", bytes="m", gemm_flops="g")
+    sizes = {"f": 10**12, "g": 9 * 10**11, "m": 4 * 10**9}
+    tensor = shape_floor(floor, sizes, TENSOR_PEAKS, stats(13.0))
+    assert (tensor.compute_ms, tensor.ms, tensor.bound) == (pytest.approx(6.5), pytest.approx(6.5), "compute")
+    assert (tensor.gemm_flops, tensor.tensor_split, tensor.fraction) == (9e11, True, pytest.approx(0.5))
+    fp32_only = shape_floor(floor, sizes, PEAKS, None)  # no tensor rate measured (a CPU): all at fp32
+    assert (fp32_only.compute_ms, fp32_only.tensor_split) == (pytest.approx(20.0), False)
+    no_gemms = shape_floor(Floor(flops="f", bytes="m"), sizes, TENSOR_PEAKS, None)
+    assert (no_gemms.compute_ms, no_gemms.tensor_split) == (pytest.approx(20.0), False)
+
+
+def test_the_scan_floor_on_an_h200_counts_its_projections_on_tensor_cores() -> None:
+    """The H200's measured rates: the fp16 split makes the primary shape's floor ~0.2 ms, not 0.73 (fp32
+    units), so a kernel that ran its projections that way (0.46 ms) reads ~40 %, not 159 %."""
+    problem = load_problem(REPO / "problems" / "selective_scan.yaml")
+    assert problem.spec.floor is not None
+    h200 = HostPeaks(
+        status="ok", device="cuda", fp32_tflops=51.1, fp16_tensor_tflops=700.0, bandwidth_gbs=4188.0
+    )
+    f = shape_floor(problem.spec.floor, problem.sizes_of(problem.primary), h200, stats(0.46))
+    gemm = 2 * 16 * 1024 * 1024 * 1056
+    assert f.gemm_flops == gemm
+    assert f.compute_ms == pytest.approx(((f.flops - gemm) / 51.1e12 + 3 * gemm / 700e12) * 1e3)
+    assert f.ms == pytest.approx(0.189, abs=0.002)
+    assert f.fraction == pytest.approx(0.41, abs=0.01)
+
+
+def test_gemm_flops_beyond_the_flops_are_refused_at_load(tmp_path: Path) -> None:
+    spec = (REPO / "problems" / "selective_scan_cpu.yaml").read_text()
+    spec = spec.replace('gemm_flops: "2*batch_size', 'gemm_flops: "4*batch_size')
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(spec.replace("reference: selective_scan/", f"reference: {REPO}/problems/selective_scan/"))
+    with pytest.raises(ProblemError, match=r"gemm_flops \(.*\) is not part of flops"):
+        load_problem(bad)
+
+
+def test_the_peaks_line_names_the_tensor_rate_where_there_is_one() -> None:
+    assert peaks_text(TENSOR_PEAKS) == (
+        "50.0 TFLOP/s fp32, 600 TFLOP/s fp16 on tensor cores (a GEMM's floor: 3 products of a hi/lo split at "
+        "that rate, for fp32 accuracy), 4000 GB/s memory (measured on this host)"
+    )
 
 
 def test_a_floor_naming_an_unknown_size_is_refused_at_load(tmp_path: Path) -> None:

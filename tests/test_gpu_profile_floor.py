@@ -62,6 +62,8 @@ def test_the_h200s_peaks_are_near_its_hardware() -> None:
     assert 20 < peaks.fp32_tflops < 80  # H200: 66.9 TFLOP/s fp32 on paper (132 SMs x 128 FMA x 1.98 GHz)
     assert peaks.bandwidth_gbs is not None
     assert 2000 < peaks.bandwidth_gbs < 4800  # 4.8 TB/s on paper; a copy measured 4.26 TB/s
+    assert peaks.fp16_tensor_tflops is not None
+    assert 300 < peaks.fp16_tensor_tflops < 1000  # 989 TFLOP/s dense fp16 on paper
 
 
 @pytest.mark.gpu
@@ -73,6 +75,8 @@ def test_a_benchmark_reports_each_shapes_floor() -> None:
         assert timing.floor is not None
         assert timing.floor.ms is not None
         assert timing.floor.fraction is not None
+        assert timing.floor.tensor_split  # the projections counted on tensor cores, as the best runs them
+        assert timing.floor.fraction < 1.0, "faster than the floor: the floor misses a faster path"
         print(
             f"\n{timing.name}: floor {timing.floor.ms:.3f} ms ({timing.floor.bound}), at {timing.floor.fraction:.0%}"
         )

@@ -5,6 +5,8 @@ time, the text the model reads, the view, and a clear answer where ncu cannot ru
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,27 @@ def test_a_cpu_problem_is_told_what_can_be_measured_there_at_once() -> None:
         .startswith("What can be measured here: benchmark reports the time in your own")
     )
     assert result.seconds == 0.0  # nothing was built or run
+
+
+def test_agent_profile_on_the_command_line_answers_a_cpu_problem_without_a_traceback(tmp_path: Path) -> None:
+    """The CLI as a user types it (it once handed the problem's path where its parsed options belonged)."""
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("import torch\n")
+    cpu = REPO / "problems" / "selective_scan_cpu.yaml"
+    done = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "profile", str(cpu), str(kernel), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    result = ProfileResult.model_validate_json(done.stdout)
+    assert (result.status, result.message) == (
+        "unavailable",
+        "profile_kernel runs Nsight Compute, which profiles CUDA kernels",
+    )
 
 
 TORCH_ONLY = """import torch

@@ -1,7 +1,14 @@
 """The speed-of-light floor: per timed shape, the time the problem's work (its spec's `floor`: FLOPs and
 bytes per call) takes at this machine's measured peaks (tools/cache/peaks.py), and a kernel's distance to
-it. `fraction` = floor / the kernel's median: 1.0 is at the floor. A kernel can pass 1.0 by doing its
-FLOPs elsewhere than the fp32 units the peak measures (3xTF32 on tensor cores)."""
+it. `fraction` = floor / the kernel's median: 1.0 is at the floor.
+
+The compute term counts the FLOPs outside matrix products at the fp32 rate. The matrix products (the spec's
+`gemm_flops`) are counted at the tensor cores' fp16 rate over SPLIT_PRODUCTS, where that rate was measured.
+An fp32-accurate GEMM on tensor cores is known to cost that much: each operand split into a hi and a lo
+half-precision part (scaled), and three products, hi·hi + lo·hi + hi·lo, accumulated in fp32
+(solutions/09_fp16x3.py; 3xTF32 is the same count at half the rate). Without this, a kernel that ran its
+GEMM that way came out at 159 % of an fp32-units floor. Without a measured fp16 rate (a CPU), every FLOP is
+counted at the fp32 rate."""
 
 from __future__ import annotations
 
@@ -11,15 +18,23 @@ from tools.kbfile import SizeValue
 from tools.problem import Floor, Problem
 from tools.results import BenchResult, HostPeaks, ShapeFloor, ShapeTiming, TimingStats
 
+# Half-precision products per fp32-accurate GEMM on tensor cores (hi·hi + lo·hi + hi·lo).
+SPLIT_PRODUCTS = 3
+
 
 def shape_floor(
     floor: Floor, sizes: Mapping[str, SizeValue], peaks: HostPeaks, kernel: TimingStats | None
 ) -> ShapeFloor:
     """One shape's floor at `peaks`, and the kernel's fraction of it where it was timed."""
     flops, moved = floor.work(sizes)
+    gemm = floor.gemm(sizes)
     if peaks.status != "ok" or not peaks.fp32_tflops or not peaks.bandwidth_gbs:
-        return ShapeFloor(flops=flops, bytes=moved, message=peaks.message or "no peaks for this host")
-    compute_ms = flops / (peaks.fp32_tflops * 1e12) * 1e3
+        return ShapeFloor(
+            flops=flops, bytes=moved, gemm_flops=gemm, message=peaks.message or "no peaks for this host"
+        )
+    tensor = bool(gemm) and bool(peaks.fp16_tensor_tflops)
+    gemm_s = SPLIT_PRODUCTS * gemm / (peaks.fp16_tensor_tflops or 0.0) / 1e12 if tensor else 0.0
+    compute_ms = ((flops - gemm if tensor else flops) / (peaks.fp32_tflops * 1e12) + gemm_s) * 1e3
     memory_ms = moved / (peaks.bandwidth_gbs * 1e9) * 1e3
     ms = max(compute_ms, memory_ms)
     fraction = ms / kernel.median_ms if kernel is not None and kernel.median_ms > 0 else None
@@ -32,6 +47,8 @@ def shape_floor(
         ms=ms,
         bound=bound,
         fraction=fraction,
+        gemm_flops=gemm,
+        tensor_split=tensor,
     )
 
 
@@ -67,8 +84,15 @@ def floor_text(timing: ShapeTiming) -> str:
 def peaks_text(peaks: HostPeaks) -> str:
     if peaks.status != "ok" or peaks.fp32_tflops is None or peaks.bandwidth_gbs is None:
         return f"peaks unavailable: {peaks.message}"
+    tensor = (
+        f", {peaks.fp16_tensor_tflops:.0f} TFLOP/s fp16 on tensor cores (a GEMM's floor: {SPLIT_PRODUCTS} "
+        "products of a hi/lo split at that rate, for fp32 accuracy)"
+        if peaks.fp16_tensor_tflops
+        else ""
+    )
     return (
-        f"{peaks.fp32_tflops:.1f} TFLOP/s fp32, {peaks.bandwidth_gbs:.0f} GB/s memory (measured on this host)"
+        f"{peaks.fp32_tflops:.1f} TFLOP/s fp32{tensor}, {peaks.bandwidth_gbs:.0f} GB/s memory (measured on "
+        "this host)"
     )
 
 

@@ -105,15 +105,22 @@ class Case(Strict):
 
 
 class Floor(Strict):
-    """The work of one call, as expressions of the shape's sizes: the speed-of-light floor of a shape is
-    max(flops / the machine's fp32 FLOP/s, bytes / its memory bandwidth) (tools/floor.py)."""
+    """The work of one call, as expressions of the shape's sizes, whose time at the host's peaks is the
+    speed-of-light floor (tools/floor.py; the GEMMs in `flops` at the tensor cores' rate)."""
 
     flops: str = Field(description="floating-point operations of one call")
     bytes: str = Field(description="bytes one call must move to and from memory at least")
+    gemm_flops: str | None = Field(
+        None, description="the part of `flops` in matrix products (tools/floor.py)"
+    )
 
     def work(self, sizes: Mapping[str, SizeValue]) -> tuple[float, float]:
         """(FLOPs, bytes) of one call at `sizes`."""
         return size_expression(self.flops, sizes), size_expression(self.bytes, sizes)
+
+    def gemm(self, sizes: Mapping[str, SizeValue]) -> float:
+        """The FLOPs of one call's matrix products at `sizes` (0 where the spec names none)."""
+        return size_expression(self.gemm_flops, sizes) if self.gemm_flops else 0.0
 
 
 class TimingShape(Strict):
@@ -338,10 +345,15 @@ def _check_floor(path: Path, spec: ProblemSpec, constants: dict[str, SizeValue])
     if spec.floor is None:
         return
     for shape in spec.timing:
+        sizes = {**constants, **shape.sizes}
         try:
-            spec.floor.work({**constants, **shape.sizes})
+            flops, _ = spec.floor.work(sizes)
+            gemm = spec.floor.gemm(sizes)
         except (ValueError, ZeroDivisionError, OverflowError) as exc:
             raise ProblemError(f"{path}: floor at timing.{shape.name}: {exc}") from exc
+        if not 0 <= gemm <= flops:
+            why = f"gemm_flops ({gemm:.4g}) is not part of flops ({flops:.4g})"
+            raise ProblemError(f"{path}: floor at timing.{shape.name}: {why}")
 
 
 def default_device() -> Literal["cuda", "cpu"]:

@@ -162,6 +162,11 @@ class HostPeaks(Model):
     key: str = Field("", description="host | device | torch, the cache's key")
     fp32_tflops: float | None = Field(None, description="the floor's FLOP rate: the higher of the two")
     matmul_tflops: float | None = Field(None, description="what a library fp32 matmul reaches")
+    fp16_tensor_tflops: float | None = Field(
+        None,
+        description="a large fp16 matmul with fp32 accumulation, on tensor cores (CUDA only): the rate the "
+        "floor's GEMMs run at, SPLIT_PRODUCTS products each for fp32 accuracy (tools/floor.py)",
+    )
     bandwidth_gbs: float | None = None
     method: str = ""
     cached: bool = False
@@ -169,8 +174,10 @@ class HostPeaks(Model):
 
 
 class ShapeFloor(Model):
-    """The speed-of-light floor of one timed shape: max(FLOPs / fp32 FLOP/s, bytes / bandwidth), from the
-    problem's `floor` and the host's peaks; `fraction` is the floor over the kernel's median (1.0: at it)."""
+    """The speed-of-light floor of one timed shape: max(compute, bytes / bandwidth), from the problem's
+    `floor` and the host's peaks, compute being the non-GEMM FLOPs at fp32 FLOP/s plus the GEMMs' at the
+    fp16 tensor rate over SPLIT_PRODUCTS (tools/floor.py); `fraction` is the floor over the kernel's median
+    (1.0: at it)."""
 
     flops: float
     bytes: float
@@ -179,6 +186,11 @@ class ShapeFloor(Model):
     ms: float | None = None
     bound: Literal["compute", "memory"] | None = None
     fraction: float | None = Field(None, description="floor ms / the kernel's median ms")
+    gemm_flops: float = Field(0.0, description="the part of `flops` in GEMMs (the spec's `gemm_flops`)")
+    tensor_split: bool = Field(
+        False,
+        description="the GEMMs counted as fp32-accurate split products on tensor cores, not on fp32 units",
+    )
     message: str = ""
 
 

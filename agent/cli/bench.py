@@ -72,6 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     prof.add_argument("problem", help="problems/<name>.yaml or a KernelBench .py")
     prof.add_argument("kernel", help="a Python file defining ModelNew")
     prof.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    add_problem_options(prof)
     prof.set_defaults(handler=run_profile)
     check = sub.add_parser("check", help="validate a problem spec and run its reference on the smallest case")
     check.add_argument("problem")
@@ -212,7 +213,7 @@ def run_profile(args: argparse.Namespace) -> int:
     from agent.views.profile import profile_view
     from tools import profile_kernel
 
-    problem = _load(args.problem)
+    problem = _load(args)
     if problem is None:
         return EXIT_USAGE
     kernel = Path(args.kernel)

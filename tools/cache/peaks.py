@@ -19,8 +19,13 @@ MEASURE_TIMEOUT_S = 180.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
 
 
+# Bumped when what is measured changes, so that a host's older entry is measured again (v2: the fp16 rate).
+PEAKS_VERSION = 2
+
+
 def peaks_key(device: str, env: EnvInfo) -> str:
-    return f"{platform.node()}|{(env.gpu or 'cpu') if device == 'cuda' else 'cpu'}|torch {env.torch}"
+    where = (env.gpu or "cpu") if device == "cuda" else "cpu"
+    return f"{platform.node()}|{where}|torch {env.torch}|peaks v{PEAKS_VERSION}"
 
 
 def _cache_file() -> Path:

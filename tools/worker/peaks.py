@@ -1,5 +1,6 @@
 """The machine's peaks, measured in a process of their own (trusted code, no candidate): fp32 FLOP/s by a
-large fp32 matmul with TF32 off, memory bandwidth by a large tensor copy (read + write), each the best of
+large fp32 matmul with TF32 off (and on a GPU a loop of FMAs), the tensor cores' fp16 rate by a large fp16
+matmul (GPU only), memory bandwidth by a large tensor copy (read + write), each the best of
 a few runs. `python -m tools.worker.peaks cuda|cpu` prints one JSON object; tools/cache/peaks.py runs it
 once per host and caches what it prints."""
 
@@ -67,6 +68,15 @@ def matmul_seconds(n: int, device: str) -> float:
     return best_seconds(lambda: torch.matmul(a, b, out=out), device)
 
 
+def fp16_matmul_seconds(n: int) -> float:
+    """A large fp16 matmul on the GPU's tensor cores, accumulated in fp32 (reduced-precision reductions off)."""
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    out = torch.empty(n, n, device="cuda", dtype=torch.float16)
+    return best_seconds(lambda: torch.matmul(a, b, out=out), "cuda")
+
+
 def copy_seconds(floats: int, device: str) -> tuple[float, int]:
     """The best time of one copy of `floats` fp32 values, and the bytes it moved (read + written)."""
     src = torch.ones(floats, device=device)
@@ -83,12 +93,15 @@ def measure(device: str) -> dict[str, object]:
     copy_s, moved = copy_seconds(sizes["copy_floats"], device)
     matmul = 2 * n**3 / matmul_s / 1e12
     fma = fma_tflops() if device == "cuda" else None
+    fp16 = 2 * n**3 / fp16_matmul_seconds(n) / 1e12 if device == "cuda" else None
     flops_by = f"fp32 FMA loop {fma:.1f} TFLOP/s, " if fma else ""
+    tensor_by = f", fp16 matmul {n}x{n} (fp32 accumulate) {fp16:.0f} TFLOP/s" if fp16 else ""
     return {
         "fp32_tflops": max(matmul, fma or 0.0),
         "matmul_tflops": matmul,
+        "fp16_tensor_tflops": fp16,
         "bandwidth_gbs": moved / copy_s / 1e9,
-        "method": f"{flops_by}fp32 matmul {n}x{n} (TF32 off) {matmul:.1f} TFLOP/s, copy of "
+        "method": f"{flops_by}fp32 matmul {n}x{n} (TF32 off) {matmul:.1f} TFLOP/s{tensor_by}, copy of "
         f"{moved / 2**20:.0f} MiB read+written; best of {REPEATS}",
     }
 

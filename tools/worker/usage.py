@@ -16,7 +16,12 @@ def classify_kernel(name: str, own: set[str]) -> str:
     if any(k in name for k in own):
         return "own"
     low = name.lower()
-    if any(s in low for s in ("gemm", "cutlass", "cublas", "xmma", "gmma", "gemv", "dot_kernel", "splitk")):
+    # nvjet: cuBLAS 12.9+'s own GEMM kernels on Hopper (e.g. nvjet_sm90_hss_176x128_64x5_1x2_h_bz_TNN for an
+    # fp16-in, fp32-out GEMM), whose names say none of the older words.
+    if any(
+        s in low
+        for s in ("gemm", "cutlass", "cublas", "xmma", "gmma", "gemv", "dot_kernel", "splitk", "nvjet")
+    ):
         return "gemm"
     if any(s in low for s in ("memcpy", "memset")):
         return "copy"

@@ -1,19 +1,19 @@
-"""Selective scan, step 08: four lanes per channel, softplus once per element, one split launch.
+"""Selective scan, step 09: the projection as one fp16 GEMM of K = 3D on a scaled hi/lo split; step 08's scan.
 
-Step 07's scan gives each (batch, channel) one thread holding all 16 states: 16k threads at
-(16,1024,1024) = one warp per scheduler, so every stall of the per-step chain (shared loads,
-softplus, ex2, FMAs) idles the scheduler; chunking L buys threads but doubles the passes.
-Changes, each for that reason:
-- A channel's 16 states are spread over 4 adjacent lanes (4 each): 4x the warps with no extra pass.
-  The h.C contraction ends in a transpose-reduce over the 4 lanes (3 shuffles per 4 timesteps, after
-  which lane g holds y of step g), so each lane stores one output per 4 steps.
-- softplus(delta + bias) is applied once per (timestep, channel) in shared memory right after a tile
-  lands, not once per lane; tiles are 32 timesteps x 32 channels (a warp copies one 128-byte row
-  segment per cp.async).
-- Chunks: nc so that batch * D * nc >= 16k channels (64k threads), chunks >= 128 steps.
-- The x and weight tf32 splits are one launch (blocks past the x range split the weight).
-Projection unchanged from step 06/07: P = [x_hi|x_lo] @ [W_hi|W_hi]^T, then P += x_hi @ W_lo^T, two
-cuBLAS GEMMs with the explicit compute type CUBLAS_COMPUTE_32F_FAST_TF32 on our own handle.
+Step 08 at (16,1024,1024): cuBLAS's two 3xTF32 GEMMs 325 µs, the scan 174 µs, the split 69 µs. TF32
+runs at half the H200's fp16 tensor rate, and the split wrote x as fp32 hi|lo (128 MB). Changes:
+- x and W are split into fp16 pairs after a power-of-two scale per row (x: per token, W: per output
+  row) that puts the row's largest magnitude just under 2^14: v*s = hi + lo up to lo's rounding, so
+  each operand carries ~22 bits. A lo below fp16's normal range is subnormal, whose absolute step
+  (2^-24 of the scaled row, ~2^-38 of its largest value) is far below the tolerance.
+- One GEMM, fp16 in, fp32 accumulate and out (cublasGemmEx, CUBLAS_COMPUTE_32F):
+  P = [x_hi | x_lo | x_hi] @ [W_hi | W_hi | W_lo]^T = x_hi W_hi + x_lo W_hi + x_hi W_lo; the dropped
+  x_lo W_lo is ~2^-22 relative. Its entries come out scaled by s_row * t_col, both powers of two, so
+  the scan undoes them exactly where it already touches each value once: softplus's pass (delta) and
+  one pass over B|C of each landed tile.
+- The split writes 96 MB of fp16 instead of 128 MB of fp32; one warp per row finds the row's scale.
+- The scan is step 08's (four lanes per channel, softplus once per element); its chunk rule re-fitted
+  to a sweep of this step (`num_chunks`), as the scan is now the larger half.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ FORCE_CHUNKS: int | None = None
 
 _CUDA_SRC = r"""
 #include <cuda_runtime.h>
+#include <cuda_fp16.h>
 
 namespace {
 constexpr int kCh = 32;              // channels per block
@@ -64,14 +65,17 @@ struct __align__(16) Stage {
   float dl[kTile][kCh];  // delta_raw; softplus(delta_raw + bias) in place once the tile has landed
   float x[kTile][kCh];
   float bc[kTile][32];   // B (16) | C (16)
+  float rs[kTile];       // 1 / each row's x scale
 };
 
 // Issue the copies of timesteps [tb, min(tb + kTile, t1)) for channels [d0, d0 + kCh) into st.
 // Thread tid always copies column tid % kCh, so a warp reads one 128-byte row segment per copy.
 __device__ __forceinline__ void load_tile(Stage& st, const float* __restrict__ p,
-                                          const float* __restrict__ x, size_t row0, int S, int dpad,
-                                          int dmodel, int d0, int tb, int t1) {
+                                          const float* __restrict__ x, const float* __restrict__ rs,
+                                          size_t row0, int S, int dpad, int dmodel, int d0, int tb,
+                                          int t1) {
   const int tid = threadIdx.x;
+  if (tid < kTile && tb + tid < t1) cp_async4(&st.rs[tid], rs + row0 + tb + tid);
   const int j = tid % kCh;
   const int dcl = min(d0 + j, dmodel - 1);  // columns past D load a valid one and are never stored
 #pragma unroll
@@ -94,8 +98,9 @@ __device__ __forceinline__ void load_tile(Stage& st, const float* __restrict__ p
 // Block = 32 channels x 4 lanes; lane g of a channel owns states 4g..4g+3.
 // kOut = false: chunk_state (hend [B, nc, D, 16], sdelta [B, nc, D]); true: chunk_output.
 template <bool kOut>
-__global__ void __launch_bounds__(kThreads) ss08_chunk(
-    const float* __restrict__ p, const float* __restrict__ x, const float* __restrict__ a_log,
+__global__ void __launch_bounds__(kThreads) ss09_chunk(
+    const float* __restrict__ p, const float* __restrict__ x, const float* __restrict__ rs,
+    const float* __restrict__ wscale, const float* __restrict__ a_log,
     const float* __restrict__ bias, const float* __restrict__ dskip, float* __restrict__ y,
     float* __restrict__ hend, float* __restrict__ sdelta, int seqlen, int dmodel, int dpad,
     int chunk_len, int nchunks) {
@@ -113,11 +118,15 @@ __global__ void __launch_bounds__(kThreads) ss08_chunk(
   const int t0 = c * chunk_len, t1 = min(seqlen, t0 + chunk_len);
   const size_t row0 = (size_t)b * seqlen;
 
-  load_tile(stage[0], p, x, row0, S, dpad, dmodel, d0, t0, t1);
+  load_tile(stage[0], p, x, rs, row0, S, dpad, dmodel, d0, t0, t1);
   cp_commit();
 
   const int jp = tid % kCh;  // the column this thread applies softplus to
   const float bias_p = bias[min(d0 + jp, dmodel - 1)];
+  // The GEMM's output is scaled by (x row scale) * (W row scale): 1 / the W row's scale of this
+  // thread's softplus column, and of the B|C column it rescales (tid % 32: fixed, as 128 % 32 == 0).
+  const float wt_p = wscale[min(d0 + jp, dmodel - 1)];
+  const float wt_bc = wscale[dpad + (tid & 31)];
 
   float a2[4], h[4] = {0.f, 0.f, 0.f, 0.f};
   {
@@ -182,7 +191,7 @@ __global__ void __launch_bounds__(kThreads) ss08_chunk(
   const int ntiles = (t1 - t0 + kTile - 1) / kTile;
   for (int k = 0; k < ntiles; ++k) {
     const int tb = t0 + k * kTile;
-    if (k + 1 < ntiles) load_tile(stage[(k + 1) & 1], p, x, row0, S, dpad, dmodel, d0, tb + kTile, t1);
+    if (k + 1 < ntiles) load_tile(stage[(k + 1) & 1], p, x, rs, row0, S, dpad, dmodel, d0, tb + kTile, t1);
     cp_commit();  // possibly empty: keeps "all but the newest group done" == tile k ready
     cp_wait1();
     __syncthreads();
@@ -192,7 +201,11 @@ __global__ void __launch_bounds__(kThreads) ss08_chunk(
 #pragma unroll
     for (int q = 0; q < kTile / kRowsPerPass; ++q) {
       const int i = tid / kCh + q * kRowsPerPass;
-      if (i < n) st.dl[i][jp] = softplus_f(st.dl[i][jp] + bias_p);
+      if (i < n) st.dl[i][jp] = softplus_f(fmaf(st.dl[i][jp], st.rs[i] * wt_p, bias_p));
+    }
+    for (int e = tid; e < n * 32; e += kThreads) {  // B | C unscaled, once per (timestep, state)
+      const int i = e >> 5;
+      st.bc[i][e & 31] *= st.rs[i] * wt_bc;
     }
     __syncthreads();
     if (n == kTile) {
@@ -211,86 +224,123 @@ __global__ void __launch_bounds__(kThreads) ss08_chunk(
   }
 }
 
-extern "C" int ss08_launch(const float* p, const float* x, const float* a_log, const float* bias,
-                           const float* dskip, float* y, float* hend, float* sdelta, int batch,
-                           int seqlen, int dmodel, int dpad, int chunk_len, int nchunks,
-                           cudaStream_t stream) {
+extern "C" int ss09_launch(const float* p, const float* x, const float* rs, const float* wscale,
+                           const float* a_log, const float* bias, const float* dskip, float* y,
+                           float* hend, float* sdelta, int batch, int seqlen, int dmodel, int dpad,
+                           int chunk_len, int nchunks, cudaStream_t stream) {
   const dim3 block(kThreads);
   const dim3 grid((dmodel + kCh - 1) / kCh, batch, nchunks);
   if (nchunks > 1) {
-    ss08_chunk<false><<<grid, block, 0, stream>>>(p, x, a_log, bias, dskip, y, hend, sdelta, seqlen,
+    ss09_chunk<false><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
                                                   dmodel, dpad, chunk_len, nchunks);
   }
-  ss08_chunk<true><<<grid, block, 0, stream>>>(p, x, a_log, bias, dskip, y, hend, sdelta, seqlen,
+  ss09_chunk<true><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
                                                dmodel, dpad, chunk_len, nchunks);
   return (int)cudaGetLastError();
 }
 
-// ---- 3xTF32 operand split: v ~ hi + lo, both rounded to tf32 (cvt.rna) ----
-__device__ __forceinline__ float tf32_hi(float v) {
-  unsigned u;
-  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(v));
-  return __uint_as_float(u);
+// ---- fp16 operand split with a power-of-two scale per row ----
+// v * scale = hi + lo (+ lo's rounding); scale = 2^(14 - e) with the row's max |v| < 2^e, so |hi| <= 2^14
+// (fp16 holds 65504). A row of zeros, or one that is not finite, keeps scale 1 (inf and nan propagate).
+__device__ __forceinline__ float row_scale(float amax) {
+  if (!(amax > 0.f) || !isfinite(amax)) return 1.f;
+  int e;
+  frexpf(amax, &e);  // amax = m * 2^e, m in [0.5, 1)
+  return ldexpf(1.f, max(-126, min(126, 14 - e)));
 }
 
-// One launch for both operands: blocks [0, xblocks) split x [M, D] into xs [M, 2D] = [x_hi | x_lo]
-// (16 bytes per access when D % 4 == 0); the rest split the packed weight
-// W = [W_delta; 0 (dpad - D rows); W_B; W_C] ([S, D]) into whi2 = [W_hi | W_hi] ([S, 2D]) and
-// wlo = W - W_hi ([S, D]).
-__global__ void ss08_split(const float* __restrict__ x, float* __restrict__ xs, long long m, int dmodel,
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+__device__ __forceinline__ unsigned pack2(__half2 h) { return *reinterpret_cast<const unsigned*>(&h); }
+
+// One warp per row: src (n floats; null: a row of zeros) into out (3 * np halves): [hi | lo | hi]
+// (lo_last = false: x) or [hi | hi | lo] (true: W), each segment np wide with zeros past n;
+// *inv = 1 / scale.
+__device__ __forceinline__ void split_row(const float* src, int n, int np, unsigned short* out,
+                                          float* inv, bool lo_last) {
+  const int lane = threadIdx.x & 31;
+  float amax = 0.f;
+  if (src) {
+    for (int k = lane; k < n; k += 32) amax = fmaxf(amax, fabsf(src[k]));
+  }
+  const float sc = row_scale(warp_max(amax));
+  unsigned short* seg_lo = out + (lo_last ? 2 : 1) * np;
+  unsigned short* seg_hi2 = out + (lo_last ? 1 : 2) * np;
+  for (int k = lane; k < np; k += 32) {
+    const float v = (src && k < n) ? src[k] * sc : 0.f;
+    const __half hi = __float2half_rn(v);
+    out[k] = __half_as_ushort(hi);
+    seg_hi2[k] = __half_as_ushort(hi);
+    seg_lo[k] = __half_as_ushort(__float2half_rn(v - __half2float(hi)));
+  }
+  if (lane == 0) *inv = 1.f / sc;
+}
+
+// The same for x rows with n % 8 == 0 (np == n): float4 loads, 8-byte stores of four halves.
+__device__ __forceinline__ void split_row4(const float* src, int n, unsigned short* out, float* inv) {
+  const int lane = threadIdx.x & 31;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  const int n4 = n / 4;
+  float amax = 0.f;
+  for (int k = lane; k < n4; k += 32) {
+    const float4 v = s4[k];
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
+  }
+  const float sc = row_scale(warp_max(amax));
+  uint2* o = reinterpret_cast<uint2*>(out);
+  for (int k = lane; k < n4; k += 32) {
+    float4 v = s4[k];  // the row's second read: from L1/L2
+    v.x *= sc; v.y *= sc; v.z *= sc; v.w *= sc;
+    const __half2 h01 = __floats2half2_rn(v.x, v.y), h23 = __floats2half2_rn(v.z, v.w);
+    const float2 f01 = __half22float2(h01), f23 = __half22float2(h23);
+    const uint2 hi = make_uint2(pack2(h01), pack2(h23));
+    const uint2 lo = make_uint2(pack2(__floats2half2_rn(v.x - f01.x, v.y - f01.y)),
+                                pack2(__floats2half2_rn(v.z - f23.x, v.w - f23.y)));
+    o[k] = hi;  // [hi | lo | hi]
+    o[n4 + k] = lo;
+    o[2 * n4 + k] = hi;
+  }
+  if (lane == 0) *inv = 1.f / sc;
+}
+
+// One launch: warps [0, m) split the rows of x [m, D] into xs [m, 3 * np] = [hi | lo | hi] and
+// rs = 1 / scale; the next S warps split the packed weight W = [W_delta; 0 (dpad - D rows); W_B; W_C]
+// ([S, D]) into ws [S, 3 * np] = [hi | hi | lo] and wscale. np: D rounded up to 8 (16-byte fp16 rows).
+__global__ void ss09_split(const float* __restrict__ x, unsigned short* __restrict__ xs,
+                           float* __restrict__ rs, long long m, int dmodel, int np,
                            const float* __restrict__ wd, const float* __restrict__ wb,
-                           const float* __restrict__ wc, float* __restrict__ whi2,
-                           float* __restrict__ wlo, int dpad, int xblocks) {
-  if ((int)blockIdx.x < xblocks) {
-    const long long stride = (long long)xblocks * blockDim.x;
-    if (dmodel % 4 == 0) {
-      const int d4 = dmodel / 4;
-      const float4* x4 = reinterpret_cast<const float4*>(x);
-      float4* xs4 = reinterpret_cast<float4*>(xs);
-      for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m * d4; i += stride) {
-        const long long r = i / d4;
-        const int k = (int)(i - r * d4);
-        const float4 v = x4[i];
-        const float4 hi = make_float4(tf32_hi(v.x), tf32_hi(v.y), tf32_hi(v.z), tf32_hi(v.w));
-        xs4[r * 2 * d4 + k] = hi;
-        xs4[r * 2 * d4 + d4 + k] = make_float4(tf32_hi(v.x - hi.x), tf32_hi(v.y - hi.y),
-                                               tf32_hi(v.z - hi.z), tf32_hi(v.w - hi.w));
-      }
+                           const float* __restrict__ wc, unsigned short* __restrict__ ws,
+                           float* __restrict__ wscale, int dpad) {
+  const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+  if (warp < m) {
+    unsigned short* out = xs + warp * 3 * (long long)np;
+    if (dmodel % 8 == 0) {
+      split_row4(x + warp * dmodel, dmodel, out, rs + warp);
     } else {
-      for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m * dmodel; i += stride) {
-        const long long r = i / dmodel;
-        const int k = (int)(i - r * dmodel);
-        const float v = x[i];
-        const float hi = tf32_hi(v);
-        xs[r * 2 * dmodel + k] = hi;
-        xs[r * 2 * dmodel + dmodel + k] = tf32_hi(v - hi);
-      }
+      split_row(x + warp * dmodel, dmodel, np, out, rs + warp, false);
     }
     return;
   }
-  const int S = dpad + 32;
-  const long long total = (long long)S * dmodel;
-  const long long stride = (long long)(gridDim.x - xblocks) * blockDim.x;
-  for (long long i = (long long)(blockIdx.x - xblocks) * blockDim.x + threadIdx.x; i < total; i += stride) {
-    const int r = (int)(i / dmodel), k = (int)(i - (long long)r * dmodel);
-    float v = 0.f;
-    if (r < dmodel) v = wd[(size_t)r * dmodel + k];
-    else if (r >= dpad && r < dpad + 16) v = wb[(size_t)(r - dpad) * dmodel + k];
-    else if (r >= dpad + 16) v = wc[(size_t)(r - dpad - 16) * dmodel + k];
-    const float hi = tf32_hi(v);
-    whi2[(size_t)r * 2 * dmodel + k] = hi;
-    whi2[(size_t)r * 2 * dmodel + dmodel + k] = hi;
-    wlo[(size_t)r * dmodel + k] = tf32_hi(v - hi);
-  }
+  const long long j = warp - m;
+  if (j >= dpad + 32) return;
+  const float* row = nullptr;  // the zero rows between D and dpad
+  if (j < dmodel) row = wd + j * dmodel;
+  else if (j >= dpad && j < dpad + 16) row = wb + (j - dpad) * dmodel;
+  else if (j >= dpad + 16) row = wc + (j - dpad - 16) * dmodel;
+  split_row(row, dmodel, np, ws + j * 3 * (long long)np, wscale + j, true);
 }
 
-extern "C" int ss08_split_launch(const float* x, float* xs, const float* wd, const float* wb,
-                                 const float* wc, float* whi2, float* wlo, long long m, int dmodel,
-                                 int dpad, cudaStream_t stream) {
-  // Grid-stride, sized for the H200's 132 SMs: 8 blocks per SM for x, one more wave's worth
-  // (the weight is ~1/16 of x at the timed shapes) for W.
-  const int xblocks = 132 * 8, wblocks = 132;
-  ss08_split<<<xblocks + wblocks, 256, 0, stream>>>(x, xs, m, dmodel, wd, wb, wc, whi2, wlo, dpad, xblocks);
+extern "C" int ss09_split_launch(const float* x, unsigned short* xs, float* rs, const float* wd,
+                                 const float* wb, const float* wc, unsigned short* ws, float* wscale,
+                                 long long m, int dmodel, int np, int dpad, cudaStream_t stream) {
+  const long long warps = m + dpad + 32;
+  const int threads = 256;
+  const long long blocks = (warps * 32 + threads - 1) / threads;
+  ss09_split<<<(unsigned)blocks, threads, 0, stream>>>(x, xs, rs, m, dmodel, np, wd, wb, wc, ws, wscale, dpad);
   return (int)cudaGetLastError();
 }
 """
@@ -300,21 +350,20 @@ _CPP_SRC = r"""
 #include <c10/cuda/CUDAStream.h>
 #include <cublas_v2.h>
 
-extern "C" int ss08_launch(const float* p, const float* x, const float* a_log, const float* bias,
-                           const float* dskip, float* y, float* hend, float* sdelta, int batch,
-                           int seqlen, int dmodel, int dpad, int chunk_len, int nchunks,
-                           cudaStream_t stream);
-extern "C" int ss08_split_launch(const float* x, float* xs, const float* wd, const float* wb,
-                                 const float* wc, float* whi2, float* wlo, long long m, int dmodel,
-                                 int dpad, cudaStream_t stream);
+extern "C" int ss09_launch(const float* p, const float* x, const float* rs, const float* wscale,
+                           const float* a_log, const float* bias, const float* dskip, float* y,
+                           float* hend, float* sdelta, int batch, int seqlen, int dmodel, int dpad,
+                           int chunk_len, int nchunks, cudaStream_t stream);
+extern "C" int ss09_split_launch(const float* x, unsigned short* xs, float* rs, const float* wd,
+                                 const float* wb, const float* wc, unsigned short* ws, float* wscale,
+                                 long long m, int dmodel, int np, int dpad, cudaStream_t stream);
 
 static void check_f32(const torch::Tensor& t, const char* name) {
   TORCH_CHECK(t.is_cuda() && t.scalar_type() == torch::kFloat32 && t.is_contiguous(), name,
               ": expected a contiguous float32 CUDA tensor");
 }
 
-// Our own handle (one per device): its math mode is never touched by torch's global flags; the
-// TF32 use is the explicit compute type of each call below, on operands already split for it.
+// Our own handle (one per device): its math mode is never touched by torch's global flags.
 static cublasHandle_t blas_handle(int device) {
   static cublasHandle_t handles[64] = {nullptr};
   TORCH_CHECK(device >= 0 && device < 64, "device index out of range");
@@ -324,13 +373,12 @@ static cublasHandle_t blas_handle(int device) {
   return handles[device];
 }
 
-// Row-major P[M, S] = A[M, K] (row stride lda) @ W[S, K]^T (row stride ldw), fp32 in and out.
-static void gemm_tf32(cublasHandle_t h, const float* w, int ldw, const float* a, int lda, float* p,
-                      int m, int s, int k, float beta) {
-  const float alpha = 1.f;
-  const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, s, m, k, &alpha, w, CUDA_R_32F, ldw,
-                                         a, CUDA_R_32F, lda, &beta, p, CUDA_R_32F, s,
-                                         CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT);
+// Row-major P[M, S] (fp32) = A[M, K] @ W[S, K]^T, A and W fp16, accumulated in fp32.
+static void gemm_f16_f32(cublasHandle_t h, const void* w, const void* a, float* p, int m, int s, int k) {
+  const float alpha = 1.f, beta = 0.f;
+  const cublasStatus_t st = cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, s, m, k, &alpha, w, CUDA_R_16F, k,
+                                         a, CUDA_R_16F, k, &beta, p, CUDA_R_32F, s, CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT);
   TORCH_CHECK(st == CUBLAS_STATUS_SUCCESS, "cublasGemmEx failed with status ", (int)st);
 }
 
@@ -341,6 +389,7 @@ torch::Tensor forward(torch::Tensor x, torch::Tensor w_delta, torch::Tensor bias
   TORCH_CHECK(x.dim() == 3, "x: expected [B, L, D]");
   const int batch = x.size(0), seqlen = x.size(1), dmodel = x.size(2);
   const int dpad = (dmodel + 3) / 4 * 4, S = dpad + 32;
+  const int np = (dmodel + 7) / 8 * 8;
   const long long m = (long long)batch * seqlen;
   TORCH_CHECK(m <= INT32_MAX, "B*L too large for one GEMM call");
   TORCH_CHECK(a_log.size(0) == dmodel && a_log.size(1) == 16, "A_log: expected [D, 16]");
@@ -350,33 +399,34 @@ torch::Tensor forward(torch::Tensor x, torch::Tensor w_delta, torch::Tensor bias
   TORCH_CHECK(nchunks >= 1, "nchunks must be >= 1");
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
 
-  auto xs = torch::empty({m, 2 * (int64_t)dmodel}, x.options());
-  auto whi2 = torch::empty({S, 2 * (int64_t)dmodel}, x.options());
-  auto wlo = torch::empty({S, (int64_t)dmodel}, x.options());
-  int err = ss08_split_launch(x.data_ptr<float>(), xs.data_ptr<float>(), w_delta.data_ptr<float>(),
-                              w_b.data_ptr<float>(), w_c.data_ptr<float>(), whi2.data_ptr<float>(),
-                              wlo.data_ptr<float>(), m, dmodel, dpad, stream);
-  TORCH_CHECK(err == 0, "ss08 split launch failed: ", cudaGetErrorString((cudaError_t)err));
+  const auto half = x.options().dtype(torch::kHalf);
+  auto xs = torch::empty({m, 3 * (int64_t)np}, half);
+  auto ws = torch::empty({S, 3 * (int64_t)np}, half);
+  auto scales = torch::empty({m + S}, x.options());  // rs (1 / x row scale) | wscale (1 / W row scale)
+  float* rs = scales.data_ptr<float>();
+  float* wscale = rs + m;
+  int err = ss09_split_launch(x.data_ptr<float>(), reinterpret_cast<unsigned short*>(xs.data_ptr<at::Half>()),
+                              rs, w_delta.data_ptr<float>(), w_b.data_ptr<float>(), w_c.data_ptr<float>(),
+                              reinterpret_cast<unsigned short*>(ws.data_ptr<at::Half>()), wscale, m, dmodel,
+                              np, dpad, stream);
+  TORCH_CHECK(err == 0, "ss09 split launch failed: ", cudaGetErrorString((cudaError_t)err));
 
   auto p = torch::empty({m, (int64_t)S}, x.options());
   cublasHandle_t h = blas_handle(x.get_device());
   TORCH_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, "cublasSetStream failed");
-  // P = x_hi W_hi^T + x_lo W_hi^T, then P += x_hi W_lo^T; x_lo W_lo^T (~2^-22 relative) is dropped.
-  gemm_tf32(h, whi2.data_ptr<float>(), 2 * dmodel, xs.data_ptr<float>(), 2 * dmodel, p.data_ptr<float>(),
-            (int)m, S, 2 * dmodel, 0.f);
-  gemm_tf32(h, wlo.data_ptr<float>(), dmodel, xs.data_ptr<float>(), 2 * dmodel, p.data_ptr<float>(),
-            (int)m, S, dmodel, 1.f);
+  // P = x_hi W_hi^T + x_lo W_hi^T + x_hi W_lo^T in one call of K = 3 np; x_lo W_lo^T is dropped.
+  gemm_f16_f32(h, ws.data_ptr<at::Half>(), xs.data_ptr<at::Half>(), p.data_ptr<float>(), (int)m, S, 3 * np);
 
   const int chunk_len = (int)((seqlen + nchunks - 1) / nchunks);
   const int nc = (seqlen + chunk_len - 1) / chunk_len;
   auto y = torch::empty_like(x);
   auto hend = torch::empty({batch, nc, dmodel, 16}, x.options());
   auto sdelta = torch::empty({batch, nc, dmodel}, x.options());
-  err = ss08_launch(p.data_ptr<float>(), x.data_ptr<float>(), a_log.data_ptr<float>(),
+  err = ss09_launch(p.data_ptr<float>(), x.data_ptr<float>(), rs, wscale, a_log.data_ptr<float>(),
                     bias.data_ptr<float>(), dskip.data_ptr<float>(), y.data_ptr<float>(),
                     hend.data_ptr<float>(), sdelta.data_ptr<float>(), batch, seqlen, dmodel, dpad,
                     chunk_len, nc, stream);
-  TORCH_CHECK(err == 0, "ss08 launch failed: ", cudaGetErrorString((cudaError_t)err));
+  TORCH_CHECK(err == 0, "ss09 launch failed: ", cudaGetErrorString((cudaError_t)err));
   return y;
 }
 """
@@ -405,7 +455,7 @@ def _cublas_paths() -> tuple[str, str, str]:
 _CUBLAS_INC, _CUBLAS_LIBDIR, _CUBLAS_LIB = _cublas_paths()
 
 _ext = load_inline(
-    name="ss08_lanes4_3xtf32_best",
+    name="ss09_fp16x3_best",
     cpp_sources=_CPP_SRC,
     cuda_sources=_CUDA_SRC,
     functions=["forward"],
@@ -417,12 +467,16 @@ _ext = load_inline(
 
 
 def num_chunks(batch: int, seqlen: int, d_model: int) -> int:
-    """Chunks so that batch * d_model * nc reaches 16k channels (64k threads at 4 lanes each, ~4 warps
-    per scheduler on 132 SMs), chunks >= 128 steps: nc = 1 / 3 / 2 at the three timed shapes."""
+    """One pass where batch * d_model >= 8192 channels (32k threads at 4 lanes each); below, chunks so
+    that batch * d_model * nc reaches 24k channels, chunks >= 128 steps. From the H200 sweep of nc = 1-4
+    (2026-12-01, bench/results/h200/2026-12-01e/step09/): 1 / 4 / 1 at the three timed shapes (step 08's
+    rule gave 1 / 3 / 2: 3 and 2 cost 9 % and 5 % there)."""
     if FORCE_CHUNKS is not None:
         return max(1, min(FORCE_CHUNKS, seqlen))
-    want = -(-16384 // (batch * d_model))
-    return max(1, min(want, seqlen // 128))
+    channels = batch * d_model
+    if channels >= 8192:
+        return 1
+    return max(1, min(-(-24576 // channels), seqlen // 128))
 
 
 class ModelNew(nn.Module):

@@ -205,6 +205,9 @@ class ReferenceError_(_Message):  # noqa: N801 - "ReferenceError" is a Python bu
 class TimingReady(_Message):
     event: Literal["timing_ready"] = "timing_ready"
     name: str
+    shifted: list[tuple[int, int]] = Field(
+        default_factory=list, description="(position, numel) of the inputs a call's offset shifts"
+    )
     reference: TimingStats | None = None
     ref_errors: list[ReferenceError_] = Field(default_factory=list)
     reference_seconds: float

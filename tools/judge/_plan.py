@@ -68,6 +68,7 @@ class PlannedShape(_Planned):
     profile: bool
     cfg: orders.LoopSettings
     ref_errors: list[wire.ReferenceError_] = Field(default_factory=list)
+    shifted: list[tuple[int, int]] = Field(default_factory=list, description="wire.TimingReady's, once made")
 
     @property
     def name(self) -> str:
@@ -227,7 +228,11 @@ class Plan(_Planned):
 
         planned = [c.model_copy(update={"ref_error": case_error(c.name)}) for c in self.cases]
         timing = [
-            t.model_copy(update={"ref_errors": list(shapes[t.name].ref_errors) if t.name in shapes else []})
+            t.model_copy(
+                update={"ref_errors": list(shapes[t.name].ref_errors), "shifted": shapes[t.name].shifted}
+            )
+            if t.name in shapes
+            else t.model_copy(update={"ref_errors": []})
             for t in self.timing
         ]
         return self.model_copy(update={"cases": planned, "timing": timing})

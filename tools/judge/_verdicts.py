@@ -74,7 +74,7 @@ class Verdicts:
         """The shape's call schedule, made when its loop first asks (a re-measurement gets a new one)."""
         if name not in self.calls:
             item = next(t for t in self.plan.timing if t.name == name)
-            self.calls[name] = CallSchedule(list(item.truth.truth_offsets), item.cfg.min_iters)
+            self.calls[name] = CallSchedule(list(item.truth.truth_offsets), item.cfg.min_iters, item.shifted)
         return self.calls[name]
 
     def _violation(self, msg: wire.Violation) -> None:

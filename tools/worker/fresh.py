@@ -18,14 +18,24 @@ def _shifted(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel() > 1
 
 
-def _shift(value: torch.Tensor, index: int, offset: int) -> int:
-    return ((offset + index * _SPREAD) % (1 << 62)) % value.numel()
+def _shift(numel: int, index: int, offset: int) -> int:
+    return ((offset + index * _SPREAD) % (1 << 62)) % numel
+
+
+def shifted_sizes(base: list[Any]) -> list[tuple[int, int]]:
+    """(position, numel) of each input a call's offset shifts: all the judge needs to tell two offsets'
+    contents apart (tools/judge/_calls.py) without the inputs."""
+    return [(index, value.numel()) for index, value in enumerate(base) if _shifted(value)]
+
+
+def shifts_of(sizes: list[tuple[int, int]], offset: int) -> tuple[int, ...]:
+    """Each shifted input's shift: two offsets with the same shifts give the same contents (on small
+    inputs two random offsets can: a shift is the offset modulo the input's size)."""
+    return tuple(_shift(numel, index, offset) for index, numel in sizes)
 
 
 def shifts(base: list[Any], offset: int) -> tuple[int, ...]:
-    """Each shifted input's shift: two offsets with the same shifts give the same contents (on small
-    inputs they can: a shift is the offset modulo the input's size)."""
-    return tuple(_shift(value, index, offset) for index, value in enumerate(base) if _shifted(value))
+    return shifts_of(shifted_sizes(base), offset)
 
 
 def rolled(base: list[Any], offset: int) -> list[Any]:
@@ -33,7 +43,9 @@ def rolled(base: list[Any], offset: int) -> list[Any]:
     out: list[Any] = []
     for index, value in enumerate(base):
         if _shifted(value):
-            out.append(torch.roll(value.reshape(-1), _shift(value, index, offset)).reshape(value.shape))
+            out.append(
+                torch.roll(value.reshape(-1), _shift(value.numel(), index, offset)).reshape(value.shape)
+            )
         elif isinstance(value, torch.Tensor):
             out.append(value.clone())
         else:

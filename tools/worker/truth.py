@@ -181,6 +181,7 @@ def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: st
     channel.send(
         wire.TimingReady(
             name=item.name,
+            shifted=fresh.shifted_sizes(built["inputs"]),
             reference=stats,
             ref_errors=ref_errors,
             reference_seconds=time.perf_counter() - start,

@@ -8,8 +8,10 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               host's launch calls, from the first kernel's start, so an idle GPU between kernels shows
   loops       the timed loop with the same input every call ("same"), then as the evaluator feeds it
               ("fresh": a new rolled copy of the input each call, the last 31 kept alive, a NaN block
-              allocated and freed before the call). Each loop reports the CUDA-event median, the host's
-              time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries it made
+              allocated and freed before the call); both again after one CUDA profiler session, as the
+              evaluator's worker runs one while it warms up. Each loop reports the CUDA-event median, the
+              host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
+              it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
 timed 0.46-0.51 ms. The evaluator's `launch_median_ms` was 0.19-0.31 ms, where a plain loop issued the
 same forward in 0.085 ms, and the one-forward timeline showed the GPU idle 151 µs between the split and
@@ -130,8 +132,22 @@ def probe(path: Path, calls: int) -> dict[str, Any]:
         for _ in range(5):
             model(base)
     torch.cuda.synchronize()
-    loops = [loop(model, base, flush, fresh, calls) for fresh in (False, True, False, True)]
+    loops = [loop(model, base, flush, fresh, calls) for fresh in (False, True)]
+    warm_profiler()  # as every CUDA worker made ahead does (tools/worker/usage.py warm_up_cuda)
+    loops += [{**loop(model, base, flush, fresh, calls), "after_profiler": True} for fresh in (False, True)]
     return {"kernel": str(path), "timeline": timeline(model, base, flush), "loops": loops}
+
+
+def warm_profiler() -> None:
+    """One CUDA profiler session on a tiny op, like the evaluator's worker warm-up: whether CUPTI, once
+    started in a process, makes every later launch slower."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.ones(64, 64, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        x.add_(1)
+        torch.cuda.synchronize()
+    prof.events()
 
 
 def main() -> int:
@@ -151,8 +167,9 @@ def main() -> int:
         for row in r["timeline"]:
             print(f"  {row['on']} {row['start_us']:8.1f} .. {row['end_us']:8.1f} us  {row['name']}")
         for lp in r["loops"]:
+            after = " after the profiler" if lp.get("after_profiler") else ""
             print(
-                f"  {lp['inputs']:5s} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
+                f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
                 f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "
                 f"cudaFree {lp['num_device_free']}, retries {lp['num_alloc_retries']}"
             )

@@ -109,3 +109,47 @@ def test_cases_line_counts_failures_and_says_when_all_passed() -> None:
     assert cases_line([case("a", "passed"), case("b", "failed")]).startswith("1 of 2 cases failed; first: b")
     assert cases_line([case("a", "passed"), case("b", "skipped")]) == "1 of 2 cases not run"
     assert cases_line([case("a", "passed")]) == "all 1 correctness cases passed"
+
+
+def test_a_speedup_comes_with_its_interval_from_both_spreads() -> None:
+    """4x from medians with 2 % and 1 % relative standard errors: ±1.96·√(0.02² + 0.01²) on the log scale."""
+    import math
+
+    from tools.judge._ratio import speedup_interval, too_wide
+
+    low, high = speedup_interval(stats(400.0, 0.01), stats(100.0, 0.02)) or (0.0, 0.0)
+    half = 1.959964 * math.hypot(0.01, 0.02)
+    assert (low, high) == (4.0 * math.exp(-half), 4.0 * math.exp(half))
+    assert (round(low, 2), round(high, 2)) == (3.83, 4.18)
+    assert not too_wide((low, high))
+    assert too_wide(speedup_interval(stats(400.0, 0.08), stats(100.0, 0.05)))  # 1.45x from low to high
+    assert speedup_interval(stats(400.0, float("inf")), stats(100.0, 0.02)) is None  # one call: no spread
+
+
+def test_the_model_reads_the_interval_and_whether_it_ranks() -> None:
+    from tools.judge._ratio import speedup_interval
+
+    def line(ref_rse: float, cand_rse: float) -> str:
+        ref, cand = stats(400.0, ref_rse), stats(100.0, cand_rse)
+        timing = ShapeTiming(
+            name="b8", primary=True, sizes={}, candidate=cand, reference=ref, speedup=4.0,
+            speedup_interval=speedup_interval(ref, cand),
+        )  # fmt: skip
+        result = BenchResult(status="ok", correct=True, speedup=4.0, message="ok", timings=[timing])
+        return next(x for x in bench_text(result, None, improved=False).splitlines() if "b8 [primary]" in x)
+
+    assert line(0.01, 0.02).endswith("-> 4.00× (95% 3.83–4.18×)")
+    assert line(0.08, 0.05).endswith("-> 4.00× (95% 3.32–4.81×: too wide to rank against a kernel inside it)")
+
+
+def test_the_result_table_shows_the_interval_beside_the_speedup() -> None:
+    from agent.views.result import timing_row
+    from tools.judge._ratio import speedup_interval
+
+    ref, cand = stats(400.0, 0.01), stats(100.0, 0.02)
+    row = timing_row(
+        ShapeTiming(name="b8", primary=True, sizes={}, candidate=cand, reference=ref, speedup=4.0,
+                    speedup_interval=speedup_interval(ref, cand))
+    )  # fmt: skip
+    assert row[-1] == "4.00× (95% 3.83–4.18×)"
+    assert timing_row(ShapeTiming(name="b8", primary=False, sizes={}, speedup=4.0))[-1] == "4.00×"

@@ -23,6 +23,7 @@ from tools.floor import floor_fraction, floor_text, with_floors
 from tools.judge import _phases as phases
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
+from tools.judge._ratio import too_wide
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
 from tools.results import (
@@ -191,6 +192,10 @@ def _stats(s: TimingStats | None) -> str:
 
 def _timing_line(t: ShapeTiming) -> str:
     speed = f"{t.speedup:.2f}×" if t.speedup is not None else "no speedup"
+    if t.speedup is not None and t.speedup_interval is not None:
+        low, high = t.speedup_interval
+        wide = ": too wide to rank against a kernel inside it" if too_wide(t.speedup_interval) else ""
+        speed += f" (95% {low:.2f}–{high:.2f}×{wide})"
     note = f" ({t.message})" if t.message else ""
     floor = f"; {floor_text(t)}" if floor_text(t) else ""
     return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{floor}{note}"

@@ -205,6 +205,9 @@ class ShapeTiming(Model):
         None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
     )
     speedup: float | None = None
+    speedup_interval: tuple[float, float] | None = Field(
+        None, description="95 % interval of the speedup from the two medians' spreads (tools/judge/_ratio.py)"
+    )
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""
     floor: ShapeFloor | None = Field(None, description="speed-of-light floor (problems with a `floor`)")

@@ -103,8 +103,13 @@ def timing_row(timing: ShapeTiming) -> list[str]:
         fmt_ms(cand.median_ms if cand else None),
         f"{cand.rse:.1%}" if cand else "–",
         fmt_ms(ref.median_ms if ref else None),
-        fmt_speedup(timing.speedup),
+        fmt_speedup(timing.speedup) + interval_text(timing.speedup_interval),
     ]
+
+
+def interval_text(interval: tuple[float, float] | None) -> str:
+    """` (95% 3.9–4.2×)` beside a speedup ("" where no spread is known)."""
+    return "" if interval is None else f" (95% {fmt_speedup(interval[0])[:-1]}–{fmt_speedup(interval[1])})"
 
 
 def plain_table(columns: tuple[str, ...], right: tuple[str, ...] = ()) -> Table:

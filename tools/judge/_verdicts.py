@@ -14,6 +14,7 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.judge._calls import CallSchedule
 from tools.judge._compare import compare, constant_passes
 from tools.judge._plan import Plan, PlannedShape
+from tools.judge._ratio import speedup_interval
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
 from tools.results import (
@@ -218,6 +219,7 @@ def timing_results(
         usage = msg.usage or usage
         if st.candidate and reference:
             st.speedup = reference.median_ms / st.candidate.median_ms
+            st.speedup_interval = speedup_interval(reference, st.candidate)
         shapes.append(st)
     return shapes, usage
 

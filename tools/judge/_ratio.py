@@ -1,0 +1,30 @@
+"""How sure a speedup is: the 95 % interval of reference median / candidate median, from each median's
+relative standard error (tools/worker/timing.py `median_rse`), on the log scale where a ratio's errors add.
+
+The two medians come from separate loops (the reference's often from the cache, checked beside the
+candidate by tools/judge/_paired.py), so the interval says how far timing noise alone could move the
+ratio; it does not cover a machine whose speed changed between the two loops. An interval wider than
+`WIDE` (high / low) is too wide to rank a kernel against one inside it: the text says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+from tools.results import TimingStats
+
+Z95 = 1.959964
+WIDE = 1.25  # high / low of the interval past which two kernels inside it are not told apart
+
+
+def speedup_interval(reference: TimingStats, candidate: TimingStats) -> tuple[float, float] | None:
+    """(low, high) of the speedup at 95 %, or None where a spread is unknown (fewer than two calls)."""
+    if not (math.isfinite(reference.rse) and math.isfinite(candidate.rse)) or candidate.median_ms <= 0:
+        return None
+    ratio = reference.median_ms / candidate.median_ms
+    half = Z95 * math.hypot(reference.rse, candidate.rse)
+    return ratio * math.exp(-half), ratio * math.exp(half)
+
+
+def too_wide(interval: tuple[float, float] | None) -> bool:
+    return interval is not None and interval[0] > 0 and interval[1] / interval[0] > WIDE

@@ -248,3 +248,23 @@ def test_a_process_that_benchmarked_exits_at_once() -> None:
     line = next(x for x in done.stdout.splitlines() if x.startswith("DONE"))
     assert line.split()[1] == "ok", done.stdout + done.stderr
     assert ended - float(line.split()[2]) < 4.0
+
+
+def test_asking_for_a_worker_made_ahead_does_not_wait_for_the_zygote_to_start(tiny: Problem) -> None:
+    """The evaluation's truth starts at once: the order reaches a zygote still starting from a thread. Asked
+    inline, the caller waited for the zygote's torch import (1.5 s here) before its truth began."""
+    import time
+
+    from tools.supervise.pool import WarmPool
+
+    pool = WarmPool()
+    try:
+        began = time.monotonic()
+        pool.prepare_worker("cpu")
+        assert time.monotonic() - began < 0.5
+        zygote = pool.zygote()
+        assert not zygote.ready.is_set()  # it was still starting when the order was given
+        assert zygote.wait_prepared(120)  # and the worker was made once it was up
+        assert zygote.prepared_pid is not None
+    finally:
+        pool.shutdown()

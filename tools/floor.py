@@ -32,9 +32,12 @@ def shape_floor(
         return ShapeFloor(
             flops=flops, bytes=moved, gemm_flops=gemm, message=peaks.message or "no peaks for this host"
         )
-    tensor = bool(gemm) and bool(peaks.fp16_tensor_tflops)
-    gemm_s = SPLIT_PRODUCTS * gemm / (peaks.fp16_tensor_tflops or 0.0) / 1e12 if tensor else 0.0
-    compute_ms = ((flops - gemm if tensor else flops) / (peaks.fp32_tflops * 1e12) + gemm_s) * 1e3
+    fp16 = peaks.fp16_tensor_tflops if gemm else None
+    if fp16:
+        compute_s = (flops - gemm) / (peaks.fp32_tflops * 1e12) + SPLIT_PRODUCTS * gemm / (fp16 * 1e12)
+    else:
+        compute_s = flops / (peaks.fp32_tflops * 1e12)
+    compute_ms = compute_s * 1e3
     memory_ms = moved / (peaks.bandwidth_gbs * 1e9) * 1e3
     ms = max(compute_ms, memory_ms)
     fraction = ms / kernel.median_ms if kernel is not None and kernel.median_ms > 0 else None
@@ -48,7 +51,7 @@ def shape_floor(
         bound=bound,
         fraction=fraction,
         gemm_flops=gemm,
-        tensor_split=tensor,
+        tensor_split=bool(fp16),
     )
 
 

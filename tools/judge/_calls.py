@@ -51,14 +51,14 @@ class CallSchedule:
 
     def fresh_offset(self) -> int:
         """A secret offset whose contents no earlier call of the shape had (while there are such left)."""
-        offset = secrets.randbits(62)
         if not self.shifted:  # nothing is shifted: every offset gives the same contents
-            return offset
-        for _ in range(DRAWS - 1):
-            if shifts_of(self.shifted, offset) not in self._seen:
-                break
+            return secrets.randbits(62)
+        for _ in range(DRAWS):
             offset = secrets.randbits(62)
-        self._seen.add(shifts_of(self.shifted, offset))
+            contents = shifts_of(self.shifted, offset)
+            if contents not in self._seen:
+                break
+        self._seen.add(contents)
         return offset
 
     def answer(self, index: int, wants_stop: bool) -> str:

@@ -227,14 +227,12 @@ class Plan(_Planned):
             )
 
         planned = [c.model_copy(update={"ref_error": case_error(c.name)}) for c in self.cases]
-        timing = [
-            t.model_copy(
-                update={"ref_errors": list(shapes[t.name].ref_errors), "shifted": shapes[t.name].shifted}
-            )
-            if t.name in shapes
-            else t.model_copy(update={"ref_errors": []})
-            for t in self.timing
-        ]
+
+        def shape_update(t: PlannedShape) -> dict[str, Any]:
+            msg = shapes.get(t.name)
+            return {"ref_errors": list(msg.ref_errors), "shifted": msg.shifted} if msg else {"ref_errors": []}
+
+        timing = [t.model_copy(update=shape_update(t)) for t in self.timing]
         return self.model_copy(update={"cases": planned, "timing": timing})
 
     def call_bounds(

@@ -4,7 +4,9 @@ build of torch, or no nvcc)."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import tempfile
 from collections.abc import Iterator
@@ -20,8 +22,23 @@ if TYPE_CHECKING:
     from tools.supervise import WarmPool
 
 
-# Set before any test imports the harness: every child process inherits this one cache.
-os.environ.setdefault("KERNEL_AGENT_CACHE", tempfile.mkdtemp(prefix="kagent-test-cache-"))
+def _own_build_cache() -> None:
+    """Set before any test imports the harness: every child process inherits this one cache. Made here only
+    where the caller named none, and then removed when this process exits (each run's cache is ~1.9 GB: left
+    behind, a few runs filled a disk). Only the process that made it removes it, not a forked child."""
+    if "KERNEL_AGENT_CACHE" in os.environ:
+        return
+    made, owner = tempfile.mkdtemp(prefix="kagent-test-cache-"), os.getpid()
+    os.environ["KERNEL_AGENT_CACHE"] = made
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(made, ignore_errors=True)
+
+    atexit.register(remove)
+
+
+_own_build_cache()
 # `agent run` sanitizes each new best where it can (ASan here: an instrumented build of ~50 s a kernel); the
 # suite's runs test other things, and the sanitizer's own tests ask for it (tests/test_sanitize_run.py).
 os.environ.setdefault("KERNEL_AGENT_SANITIZE", "off")

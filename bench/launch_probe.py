@@ -9,7 +9,8 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
   loops       the timed loop with the same input every call ("same"), then as the evaluator feeds it
               ("fresh": a new rolled copy of the input each call, the last 31 kept alive, a NaN block
               allocated and freed before the call); both again after one CUDA profiler session, as the
-              evaluator's worker runs one while it warms up. Each loop reports the CUDA-event median, the
+              evaluator's worker runs one while it warms up; with --guard, both again under the worker's
+              audit hook. Each loop reports the CUDA-event median, the
               host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
               it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
@@ -48,12 +49,13 @@ def load(path: Path) -> ModuleType:
 
 
 def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> list[dict[str, Any]]:
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     flush.zero_()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof, torch.no_grad():
-        model(x)
+        with record_function("forward"):  # the host's entry into the forward, on the same clock
+            model(x)
         torch.cuda.synchronize()
     events = sorted(prof.events(), key=lambda e: e.time_range.start)
     gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
@@ -67,7 +69,11 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
         }
         for e in gpu
     ]
-    launches = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU and "aunch" in e.name]
+    launches = [
+        e
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CPU and ("aunch" in e.name or e.name == "forward")
+    ]
     rows += [
         {
             "on": "cpu",
@@ -122,20 +128,56 @@ def loop(
     }
 
 
-def probe(path: Path, calls: int) -> dict[str, Any]:
+def build(path: Path) -> tuple[torch.nn.Module, torch.Tensor]:
     module = load(path)
     torch.manual_seed(0)
     model = module.ModelNew(SHAPE[2], D_STATE).cuda()
     base = torch.randn(*SHAPE, device="cuda")
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
     with torch.no_grad():
         for _ in range(5):
             model(base)
     torch.cuda.synchronize()
-    loops = [loop(model, base, flush, fresh, calls) for fresh in (False, True)]
+    return model, base
+
+
+def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, Any]]:
+    """Every kernel is built before any loop runs: the guard, which comes last and cannot be undone, would
+    refuse a later build's writes."""
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    built = [build(path) for path in paths]
+    results: list[dict[str, Any]] = []
+    for path, (model, base) in zip(paths, built, strict=True):  # no profiler has run in this process yet
+        results.append(
+            {"kernel": str(path), "loops": [loop(model, base, flush, f, calls) for f in (False, True)]}
+        )
+    for r, (model, base) in zip(results, built, strict=True):
+        r["timeline"] = timeline(model, base, flush)
     warm_profiler()  # as every CUDA worker made ahead does (tools/worker/usage.py warm_up_cuda)
-    loops += [{**loop(model, base, flush, fresh, calls), "after_profiler": True} for fresh in (False, True)]
-    return {"kernel": str(path), "timeline": timeline(model, base, flush), "loops": loops}
+    for r, (model, base) in zip(results, built, strict=True):
+        r["loops"] += [
+            {**loop(model, base, flush, fresh, calls), "after_profiler": True} for fresh in (False, True)
+        ]
+    if guard is not None:
+        install_guard(guard)
+        for r, (model, base) in zip(results, built, strict=True):
+            r["loops"] += [
+                {**loop(model, base, flush, fresh, calls), "after_guard": True} for fresh in (False, True)
+            ]
+    return results
+
+
+def install_guard(writable: Path) -> None:
+    """The evaluator's audit hook (tools/worker/guard.py), as its candidate process has it: whether a Python
+    audit hook, called on every audited event, slows the host's path through one forward. Cannot be undone,
+    so it comes last."""
+    import tempfile
+
+    from tools.worker import guard
+
+    work = Path(tempfile.mkdtemp(prefix="probe-guard-"))
+    guard.install(
+        guard.Guard(work, secret=[work / "secret"], build_cache=work / "cache"), lambda kind, detail: None
+    )
 
 
 def warm_profiler() -> None:
@@ -157,17 +199,22 @@ def main() -> int:
     parser.add_argument("kernels", nargs="+", type=Path)
     parser.add_argument("--calls", type=int, default=120)
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument(
+        "--guard", action="store_true", help="then both loops again under the evaluator's audit hook"
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("launch_probe needs a CUDA GPU", file=sys.stderr)
         return 1
-    results = [probe(path, args.calls) for path in args.kernels]
+    writable = (args.json or Path.cwd() / "x").resolve().parent  # the guard lets only this folder be written
+    results = probe(args.kernels, args.calls, writable if args.guard else None)
     for r in results:
         print(r["kernel"])
         for row in r["timeline"]:
             print(f"  {row['on']} {row['start_us']:8.1f} .. {row['end_us']:8.1f} us  {row['name']}")
         for lp in r["loops"]:
             after = " after the profiler" if lp.get("after_profiler") else ""
+            after = " under the audit hook" if lp.get("after_guard") else after
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
                 f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "

@@ -3,14 +3,17 @@ reference, timed again briefly beside the candidate, agrees with it. Real worker
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tests.candidates import scan_variants as v
 from tools import benchmark
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._paired import agrees
+from tools.judge._ratio import speedup_interval
 from tools.problem import Problem
-from tools.results import TimingStats
+from tools.results import BenchResult, TimingStats
 from tools.supervise import WarmPool
 
 
@@ -31,6 +34,27 @@ def test_a_noisy_check_still_refutes_a_median_outside_every_call_it_made() -> No
     loaded = stats(35.8, rse=0.51, low=3.3, high=70.3)
     assert not agrees(stats(110.0), loaded)  # above its slowest call by more than 10 %
     assert agrees(stats(40.0), loaded)
+
+
+def test_the_drift_between_two_windows_widens_the_interval_on_both_sides() -> None:
+    ref, cand = stats(100.0, rse=0.01), stats(25.0, rse=0.01)
+    narrow, wide = speedup_interval(ref, cand), speedup_interval(ref, cand, drift=0.08)
+    assert narrow is not None
+    assert wide is not None
+    assert narrow[0] < 4.0 < narrow[1]
+    assert wide[0] == pytest.approx(narrow[0] * math.exp(-0.08))
+    assert wide[1] == pytest.approx(narrow[1] * math.exp(0.08))
+
+
+def contains_its_speedup(result: BenchResult) -> bool:
+    """The interval a result shows is the one of the ratio it reports (seen on this machine before the fix:
+    3.85x shown with [4.28, 4.87], the interval of the cached median the check had replaced)."""
+    primary = result.primary_timing
+    assert primary is not None
+    assert primary.speedup is not None
+    assert primary.speedup_interval is not None
+    low, high = primary.speedup_interval
+    return low <= primary.speedup <= high
 
 
 def cache_reference(tiny: Problem, warm: WarmPool, scale: float = 1.0) -> TimingStats:
@@ -56,8 +80,12 @@ def test_a_cached_reference_is_checked_beside_the_candidate(tiny: Problem, warm:
     assert primary.reference_check.n >= 5
     assert result.phases["reference_check"] > 0
     assert primary.reference is not None
-    if primary.reference_cached:  # it agreed: the cached median stands
+    assert contains_its_speedup(result)
+    if primary.reference_cached:  # it agreed: the cached median stands, the interval widened by the drift
         assert agrees(primary.reference, primary.reference_check)
+        assert primary.candidate is not None
+        drift = math.log(primary.reference_check.median_ms / primary.reference.median_ms)
+        assert primary.speedup_interval == speedup_interval(primary.reference, primary.candidate, drift)
     else:  # a loaded machine moved the reference: the result says so
         assert any("disagreed" in n for n in result.notices), result.notices
 
@@ -79,6 +107,8 @@ def test_a_cached_median_from_other_conditions_gives_way_to_the_reference_timed_
     assert primary.reference.median_ms < honest.median_ms * 2.5  # not the tampered 5x
     assert primary.candidate is not None
     assert result.speedup == pytest.approx(primary.reference.median_ms / primary.candidate.median_ms)
+    assert primary.speedup_interval == speedup_interval(primary.reference, primary.candidate)
+    assert contains_its_speedup(result)
     assert any("disagreed" in n for n in result.notices), result.notices
     served = ReferenceTimes(tiny, result.env).get(shape)
     if primary.reference_check.rse <= MAX_CACHED_REFERENCE_RSE:  # steady enough: it replaces the cached one

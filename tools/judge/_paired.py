@@ -8,15 +8,20 @@ on one host and 98.2 ms on another. After the candidate is timed, while the eval
 device, the truth worker times the reference at the primary shape for a few calls. Where that median
 agrees with the cached one (within `MIN_DRIFT`, or the two spreads, and inside the range of the check's
 calls), the cached median stands; where it does not, the fresh median is this result's reference at the
-primary shape and, where steady enough to be served, the cached one from now on; the result says so. The
-other shapes' cached medians are not checked (a check of each would cost the H200 ~1 s a shape).
+primary shape and, where steady enough to be served, the cached one from now on; the result says so.
+Either way the speedup's interval is that of the ratio reported, widened by the drift between the two
+windows where the cached median stood (tools/judge/_ratio.py). The other shapes' cached medians are not
+checked (a check of each would cost the H200 ~1 s a shape).
 """
 
 from __future__ import annotations
 
+import math
+
 from tools import orders, wire
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._plan import Plan
+from tools.judge._ratio import speedup_interval
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child
@@ -84,17 +89,21 @@ def check_cached_reference(
         why = err.message if err else f"the truth worker ended with exit {outcome.returncode}"
         result.notices.append(f"the reference could not be timed again to check its cached median ({why})")
         return result
-    cached = primary.reference
+    cached, candidate = primary.reference, primary.candidate
     timings = [t.model_copy() for t in result.timings]
     checked = next(t for t in timings if t.primary)
     checked.reference_check = fresh
-    if agrees(cached, fresh):
+    if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
+        checked.speedup_interval = speedup_interval(
+            cached, candidate, math.log(fresh.median_ms / cached.median_ms)
+        )
         return result.model_copy(update={"timings": timings})
     replaced = fresh.rse <= MAX_CACHED_REFERENCE_RSE
     if replaced:  # the next evaluations check against it; their truth made ahead stays usable
         ReferenceTimes(problem, result.env).put(problem.primary, fresh)
     checked.reference, checked.reference_cached = fresh, False
-    checked.speedup = fresh.median_ms / primary.candidate.median_ms
+    checked.speedup = fresh.median_ms / candidate.median_ms
+    checked.speedup_interval = speedup_interval(fresh, candidate)  # the interval of the ratio now reported
     note = (
         f"{checked.name}: the reference's cached median ({cached.median_ms:.3f} ms) disagreed with the reference "
         f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "

@@ -2,9 +2,12 @@
 relative standard error (tools/worker/timing.py `median_rse`), on the log scale where a ratio's errors add.
 
 The two medians come from separate loops (the reference's often from the cache, checked beside the
-candidate by tools/judge/_paired.py), so the interval says how far timing noise alone could move the
-ratio; it does not cover a machine whose speed changed between the two loops. An interval wider than
-`WIDE` (high / low) is too wide to rank a kernel against one inside it: the text says so.
+candidate by tools/judge/_paired.py), so each spread alone says how far timing noise within one loop
+could move the ratio, not how far the machine's speed moved between the loops. Where the paired check
+timed the reference again and the cached median stood, the two disagreed by some `drift`: it widens the
+interval by that much on each side (the reference's median is known no better than the two windows
+agree). An interval wider than `WIDE` (high / low) is too wide to rank a kernel against one inside it:
+the text says so.
 """
 
 from __future__ import annotations
@@ -17,12 +20,15 @@ Z95 = 1.959964
 WIDE = 1.25  # high / low of the interval past which two kernels inside it are not told apart
 
 
-def speedup_interval(reference: TimingStats, candidate: TimingStats) -> tuple[float, float] | None:
-    """(low, high) of the speedup at 95 %, or None where a spread is unknown (fewer than two calls)."""
+def speedup_interval(
+    reference: TimingStats, candidate: TimingStats, drift: float = 0.0
+) -> tuple[float, float] | None:
+    """(low, high) of the speedup at 95 %, or None where a spread is unknown (fewer than two calls).
+    `drift`: |log| of how far the reference timed again beside the candidate was from `reference`."""
     if not (math.isfinite(reference.rse) and math.isfinite(candidate.rse)) or candidate.median_ms <= 0:
         return None
     ratio = reference.median_ms / candidate.median_ms
-    half = Z95 * math.hypot(reference.rse, candidate.rse)
+    half = Z95 * math.hypot(reference.rse, candidate.rse) + abs(drift)
     return ratio * math.exp(-half), ratio * math.exp(half)
 
 

@@ -106,6 +106,9 @@ class Flag(Model):
 # How a CaseResult's message starts for an added input variant the reference itself is not finite on (not
 # judged; tools/problem.py `input_variants`).
 NOT_APPLICABLE = "not applicable"
+# A timed loop during which other processes kept this share of its CPUs busy ran on a loaded host (a busy
+# process on one core of a 2-core machine: ~0.5).
+BUSY_ELSEWHERE = 0.25
 
 
 class CaseResult(Model):
@@ -149,6 +152,16 @@ class TimingStats(Model):
         None,
         description="the same loop's wall time by the evaluator's own clock (outside the candidate's reach)",
     )
+    busy_elsewhere: float | None = Field(
+        None,
+        description="share of the timing process's CPUs that other processes kept busy while the loop ran "
+        "(Linux /proc/stat less the process's own CPU time; None elsewhere). At BUSY_ELSEWHERE or more the "
+        "host was loaded: the result says so and such a reference median is not cached",
+    )
+
+    @property
+    def host_was_busy(self) -> bool:
+        return self.busy_elsewhere is not None and self.busy_elsewhere >= BUSY_ELSEWHERE
 
 
 class HostPeaks(Model):

@@ -11,7 +11,8 @@ from tools.problem import Problem, TimingShape
 from tools.results import EnvInfo, TimingStats
 
 # A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
-# such an entry is not served, so the next evaluation times the reference again.
+# such an entry is not served, so the next evaluation times the reference again; nor is one timed while
+# other processes kept the host busy (TimingStats.host_was_busy), however steady.
 MAX_CACHED_REFERENCE_RSE = 0.2
 
 
@@ -31,7 +32,8 @@ class ReferenceTimes:
     def get(self, shape: TimingShape) -> TimingStats | None:
         raw = self.data.get(f"{self.prefix}|{shape.name}")
         stats = TimingStats.model_validate(raw) if raw else None
-        return stats if stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE else None
+        servable = stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE and not stats.host_was_busy
+        return stats if servable else None
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
         current = json.loads(self.path.read_text()) if self.path.is_file() else {}

@@ -24,6 +24,7 @@ from tools.judge._verdicts import (
     case_results,
     checks_a_constant_passes,
     failure_lead,
+    load_notices,
     overall_status,
     summary,
     timing_results,
@@ -240,6 +241,7 @@ def _verdict(
         **base,
     )
     result.message = failure_lead(status, outcome, verdicts) + summary(result, problem)
+    result.notices += load_notices(timings)
     if constant_passes_at and len(constant_passes_at) < checks:
         result.notices.append(
             f"a constant output would pass {', '.join(constant_passes_at)} (its truth is constant within the "

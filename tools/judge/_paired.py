@@ -98,7 +98,7 @@ def check_cached_reference(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)
         )
         return result.model_copy(update={"timings": timings})
-    replaced = fresh.rse <= MAX_CACHED_REFERENCE_RSE
+    replaced = fresh.rse <= MAX_CACHED_REFERENCE_RSE and not fresh.host_was_busy
     if replaced:  # the next evaluations check against it; their truth made ahead stays usable
         ReferenceTimes(problem, result.env).put(problem.primary, fresh)
     checked.reference, checked.reference_cached = fresh, False
@@ -109,6 +109,11 @@ def check_cached_reference(
         f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "
         f"timed now{', which replaces the cached one' if replaced else ''}"
     )
+    if fresh.host_was_busy and fresh.busy_elsewhere is not None:
+        note += (
+            f"; other processes kept {fresh.busy_elsewhere:.0%} of the host's CPUs busy while it was timed, so "
+            "it is a loaded machine's"
+        )
     others = [t.name for t in timings if not t.primary and t.reference_cached]
     if others:
         note += f" (the other shapes' speedups still divide the cached medians: {', '.join(others)})"

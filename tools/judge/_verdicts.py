@@ -224,6 +224,23 @@ def timing_results(
     return shapes, usage
 
 
+def load_notices(timings: list[ShapeTiming]) -> list[str]:
+    """Where other processes kept the host busy while a loop ran: that time, and the speedup, are a loaded
+    machine's (the CPU demo beside a busy process: 2.7x, where the same kernel benched 3.8-4.0x quiet)."""
+    notes = []
+    for t in timings:
+        for who, stats in (
+            ("candidate", t.candidate),
+            ("reference", None if t.reference_cached else t.reference),
+        ):
+            if stats is not None and stats.host_was_busy and stats.busy_elsewhere is not None:
+                notes.append(
+                    f"{t.name}: other processes kept {stats.busy_elsewhere:.0%} of the host's CPUs busy while the "
+                    f"{who} was timed: its time, and the speedup, may not be what a quiet machine gives"
+                )
+    return notes
+
+
 def outputs_follow_contents(truths: list[torch.Tensor]) -> bool:
     """Whether the checked calls' true outputs differ (a problem whose output ignores where values sit,
     a sum over everything say, gives one output for every shift: a repeat is honest there)."""

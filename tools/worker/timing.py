@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ _ELAPSED: Callable[[torch.cuda.Event, torch.cuda.Event], float] | None = getattr
 _EVENT_SYNC = getattr(_EVENT_BASE, "synchronize", None)
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
+_OS_TIMES, _OS_OPEN, _OS_READ, _OS_CLOSE = os.times, os.open, os.read, os.close
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 L2_FLUSH_BYTES = 256 << 20
 # A judge may extend the loop past its own stop (tools/judge/_calls.py: at most max_iters + 8 more calls).
@@ -49,6 +52,7 @@ class Samples:
     batch_ms: float = 0.0  # the whole timed loop (flushes and the harness's own work included), host clock
     escaped_ms: list[float] = field(default_factory=list)  # CUDA: host-clock time after the end event
     launch_ms: list[float] = field(default_factory=list)  # CUDA: host time to issue the call
+    busy_elsewhere: float | None = None  # share of this process's CPUs other processes used during the loop
 
     def stats(self) -> dict[str, float | int | str | None]:
         main = self.device_ms if self.clock == "cuda_event" else self.host_ms
@@ -56,6 +60,7 @@ class Samples:
         return {
             "escaped_median_ms": statistics.median(self.escaped_ms) if self.escaped_ms else None,
             "launch_median_ms": statistics.median(self.launch_ms) if self.launch_ms else None,
+            "busy_elsewhere": self.busy_elsewhere,
             "median_ms": med,
             "rse": median_rse(main),
             "n": len(main),
@@ -132,6 +137,52 @@ def make_flusher(device: str) -> Callable[[], None]:
     return flush_cpu
 
 
+def _busy_seconds(cpus: set[int]) -> float | None:
+    """CPU seconds spent busy so far on `cpus` (Linux /proc/stat: all but idle and iowait), or None."""
+    try:
+        fd = _OS_OPEN("/proc/stat", os.O_RDONLY)
+        try:
+            text = _OS_READ(fd, 1 << 20).decode()
+        finally:
+            _OS_CLOSE(fd)
+    except OSError:
+        return None
+    ticks = 0
+    for line in text.splitlines():
+        name, _, rest = line.partition(" ")
+        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+            fields = [int(v) for v in rest.split()]
+            ticks += (
+                sum(fields[:8]) - fields[3] - fields[4]
+            )  # user nice system [idle iowait] irq softirq steal
+    return ticks / _CLK_TCK
+
+
+class LoadMeter:
+    """How much of this process's CPUs other processes kept busy over a span: the CPUs' busy time by
+    /proc/stat less this process's own CPU time (all its threads), over the wall time and the CPU count.
+    A loaded host slows the timed calls (the CPU problem's threads, a GPU candidate's launches) and the
+    reference's alike only by chance: a speedup measured then is not a quiet machine's."""
+
+    def __init__(self) -> None:
+        self.cpus = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else set()
+        self.start = self._read()
+
+    def _read(self) -> tuple[float, float, float] | None:
+        busy = _busy_seconds(self.cpus) if self.cpus else None
+        if busy is None:
+            return None
+        own = _OS_TIMES()
+        return busy, own.user + own.system, _PERF_COUNTER()
+
+    def share(self) -> float | None:
+        end = self._read()
+        if self.start is None or end is None or end[2] <= self.start[2]:
+            return None
+        others = (end[0] - self.start[0]) - (end[1] - self.start[1])
+        return min(1.0, max(0.0, others / ((end[2] - self.start[2]) * len(self.cpus))))
+
+
 def measure(
     call: Callable[[int], object],
     prepare: Callable[[int], None],
@@ -165,6 +216,7 @@ def measure(
     launch_ms: list[float] = []
     if on_batch is not None:
         on_batch("begin")
+    meter = LoadMeter()
     batch_start = _PERF_COUNTER()
     deadline = batch_start + max_seconds
     main = device_ms if cuda else host_ms
@@ -200,6 +252,7 @@ def measure(
         host_ms.append((h1 - h0) * 1e3)
         i += 1
     batch_ms = (_PERF_COUNTER() - batch_start) * 1e3
+    busy_elsewhere = meter.share()
     if on_batch is not None:
         on_batch("end")
     return Samples(
@@ -209,4 +262,5 @@ def measure(
         batch_ms=batch_ms,
         escaped_ms=escaped_ms,
         launch_ms=launch_ms,
+        busy_elsewhere=busy_elsewhere,
     )

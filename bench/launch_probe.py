@@ -172,7 +172,7 @@ def install_guard(writable: Path) -> None:
     so it comes last."""
     import tempfile
 
-    from tools.worker import guard
+    import tools.worker.guard as guard  # tests/test_architecture.py MIMICS_A_WORKER
 
     work = Path(tempfile.mkdtemp(prefix="probe-guard-"))
     guard.install(

@@ -90,16 +90,25 @@ def internal(mod: str) -> bool:
     )
 
 
+# Measurements that must put their own process in a worker's state, named one by one: what they import
+# and why. Nothing else outside tools/ may import an internal.
+MIMICS_A_WORKER = {
+    # its --guard loops run under the candidate worker's own audit hook, to time what the hook costs
+    ("bench/launch_probe.py", "tools.worker.guard"),
+}
+
+
 def test_nothing_outside_tools_imports_its_internals() -> None:
     """agent/, bench/ and problems/ reach tools/ through its public names (`internal` says which). Tests
     may import internals: they test them where they live. Not checked: source handed to a fresh
-    interpreter as a string (bench/latency.py's probe imports the builder as a worker would)."""
+    interpreter as a string (bench/latency.py's probe imports the builder as a worker would); allowed:
+    `MIMICS_A_WORKER`."""
     found = [
         f"{path} imports {mod}"
         for folder in ("agent", "bench", "problems")
         for path, mods in imports_of(folder).items()
         for mod in sorted(mods)
-        if internal(mod)
+        if internal(mod) and (path, mod) not in MIMICS_A_WORKER
     ]
     assert found == []
 

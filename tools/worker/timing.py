@@ -151,10 +151,9 @@ def _busy_seconds(cpus: set[int]) -> float | None:
     for line in text.splitlines():
         name, _, rest = line.partition(" ")
         if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
-            fields = [int(v) for v in rest.split()]
-            ticks += (
-                sum(fields[:8]) - fields[3] - fields[4]
-            )  # user nice system [idle iowait] irq softirq steal
+            # user nice system idle iowait irq softirq steal (older kernels list fewer): all but idle, iowait
+            fields = ([int(v) for v in rest.split()] + [0] * 8)[:8]
+            ticks += sum(fields) - fields[3] - fields[4]
     return ticks / _CLK_TCK
 
 

@@ -206,7 +206,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("launch_probe needs a CUDA GPU", file=sys.stderr)
         return 1
-    writable = (args.json or Path.cwd() / "x").resolve().parent  # the guard lets only this folder be written
+    writable = args.json.resolve().parent if args.json else Path.cwd()  # the guard lets only this be written
     results = probe(args.kernels, args.calls, writable if args.guard else None)
     for r in results:
         print(r["kernel"])

@@ -17,7 +17,7 @@ from tools import benchmark
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge._verdicts import load_notices
 from tools.problem import Problem
-from tools.results import BUSY_ELSEWHERE, ShapeTiming, TimingStats
+from tools.results import BUSY_ELSEWHERE, EnvInfo, ShapeTiming, TimingStats
 from tools.supervise import WarmPool
 from tools.worker.timing import LoadMeter
 
@@ -59,8 +59,6 @@ def test_the_meter_sees_other_processes_and_not_this_ones_own_work() -> None:
 
 
 def test_a_reference_median_timed_on_a_busy_host_is_not_served(tiny: Problem) -> None:
-    from tools.results import EnvInfo
-
     refs = ReferenceTimes(tiny, EnvInfo.model_validate({"torch": "test-load", "python": "3"}))
     refs.put(tiny.primary, stats(busy=0.6))
     assert refs.get(tiny.primary) is None

@@ -22,6 +22,7 @@ from tools import orders, wire
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._plan import Plan
 from tools.judge._ratio import speedup_interval
+from tools.judge._verdicts import busy_note
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child
@@ -109,14 +110,9 @@ def check_cached_reference(
         f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "
         f"timed now{', which replaces the cached one' if replaced else ''}"
     )
-    if fresh.host_was_busy and fresh.busy_elsewhere is not None:
-        note += (
-            f"; other processes kept {fresh.busy_elsewhere:.0%} of the host's CPUs busy while it was timed, so "
-            "it is a loaded machine's"
-        )
     others = [t.name for t in timings if not t.primary and t.reference_cached]
     if others:
         note += f" (the other shapes' speedups still divide the cached medians: {', '.join(others)})"
-    return result.model_copy(
-        update={"timings": timings, "speedup": checked.speedup, "notices": [*result.notices, note]}
-    )
+    busy = busy_note(checked.name, "reference", fresh)
+    notices = [*result.notices, note, *([busy] if busy else [])]
+    return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})

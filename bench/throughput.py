@@ -93,6 +93,8 @@ def measure(
     started = time.monotonic()
     deadline = started + minutes * 60
 
+    phases: list[dict[str, float]] = []
+
     def trajectory(number: int) -> list[str]:
         statuses = []
         while time.monotonic() < deadline:
@@ -101,7 +103,9 @@ def measure(
             except queue.Empty:
                 break
             time.sleep(think)
-            statuses.append(executor.benchmark(KernelJob(problem, code, trajectory=number)).status)
+            result = executor.benchmark(KernelJob(problem, code, trajectory=number))
+            statuses.append(result.status)
+            phases.append({**result.phases, "seconds": result.seconds})
         return statuses
 
     with cf.ThreadPoolExecutor(parallel) as pool:
@@ -117,7 +121,14 @@ def measure(
         "compile_wait_s": lease_seconds(events, "compile", "waited_s"),
         "timing_held_s": lease_seconds(events, "timing", "held_s"),
         "timing_wait_s": lease_seconds(events, "timing", "waited_s"),
+        "phase_medians_s": median_phases(phases),
     }
+
+
+def median_phases(rows: list[dict[str, float]]) -> dict[str, float]:
+    """Each phase's median over the evaluations (tools/judge/_phases.py), and the whole call's (`seconds`)."""
+    names = dict.fromkeys(name for row in rows for name in row)
+    return {name: round(statistics.median(row.get(name, 0.0) for row in rows), 3) for name in names}
 
 
 def hardware(problem: Problem, gpus: list[int] | None) -> dict[str, Any]:
@@ -185,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['compile_held_s']} / {row['compile_wait_s']} | {row['timing_held_s']} / {row['timing_wait_s']} |",
             flush=True,
         )
+        print(f"  phase medians (s): {row['phase_medians_s']}", file=sys.stderr, flush=True)
         if args.json:
             record = {**info, "problem": problem.name, "mode": mode, "think_s": args.think, **row}
             with args.json.open("a") as out:

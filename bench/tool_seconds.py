@@ -8,6 +8,8 @@ Measures, after one build of KERNEL (not counted):
   compile_edit       compile_kernel of a kernel-only edit: a new comment line before the first
                      `__global__`, so the CUDA object is rebuilt and the binding object reused (on a
                      C++ problem, after the first #include: the whole extension is rebuilt)
+  benchmark_first    the process's first benchmark of it (warm workers starting; the reference timed
+                     unless this host's cache has it)
   benchmark          benchmark of the compiled KERNEL, `--think` seconds after the previous call
                      returned (the model's turn, during which the next evaluation is prepared)
   benchmark_cold     the same with KERNEL_AGENT_WARM=0 (fresh processes for everything), `--cold` times
@@ -66,6 +68,7 @@ def main() -> int:
     parser.add_argument("--think", type=float, default=12.0)
     parser.add_argument("--cold", type=int, default=2)
     parser.add_argument("--json", dest="json_out")
+    parser.add_argument("--no-compiles", action="store_true", help="measure benchmarks only")
     args = parser.parse_args()
     problem = load_problem(args.problem)
     code = Path(args.kernel).read_text()
@@ -90,15 +93,20 @@ def main() -> int:
             }
             Path(args.json_out).write_text(json.dumps(record, indent=1))
 
-    for _ in range(args.runs):
+    for _ in range(0 if args.no_compiles else args.runs):
         secs, r = timed(compile_kernel, problem, code)
         calls["compile_unchanged"].append({"seconds": secs, "status": r.status, "cached": r.cached})
-    for i in range(args.runs):
+    for i in range(0 if args.no_compiles else args.runs):
         secs, r = timed(compile_kernel, problem, kernel_only_edit(code, i))
         steps = [(c.output, c.object, round(c.seconds, 2)) for b in r.builds for c in b.compiles]
         calls["compile_edit"].append({"seconds": secs, "status": r.status, "compiles": steps})
     save()
-    benchmark(problem, code)  # the reference timed and cached; the next evaluation prepared meanwhile
+    # The process's first evaluation (its warm workers start now; the reference is timed unless this host's
+    # cache has it); the next evaluation is prepared meanwhile.
+    secs, r = timed(benchmark, problem, code)
+    calls["benchmark_first"] = [
+        {"seconds": secs, "status": r.status, "flags": r.flags, "workers": r.workers, "phases": r.phases}
+    ]
     for _ in range(args.runs):
         time.sleep(args.think)
         secs, r = timed(benchmark, problem, code)

@@ -95,6 +95,20 @@ def internal(mod: str) -> bool:
 MIMICS_A_WORKER = {
     # its --guard loops run under the candidate worker's own audit hook, to time what the hook costs
     ("bench/launch_probe.py", "tools.worker.guard"),
+    # it times the truth worker's own steps one by one, in the worker's way
+    *(
+        ("bench/truth_cost.py", mod)
+        for mod in (
+            "tools.supervise.pool",
+            "tools.supervise.pool.scratch_root",
+            "tools.worker",
+            "tools.worker.fresh",
+            "tools.worker.refmod",
+            "tools.worker.truth",
+            "tools.worker.truth.Judge",
+            "tools.worker.truth.reset_backend_flags",
+        )
+    ),
 }
 
 

@@ -10,7 +10,7 @@ import torch
 from tests.candidates import scan_variants as v
 from tests.helpers import TESTS
 from tools import benchmark
-from tools.judge._compare import constant_passes
+from tools.compare import constant_passes
 from tools.problem import Problem, Tolerance, load_problem
 from tools.supervise import WarmPool
 

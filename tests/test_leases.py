@@ -20,6 +20,7 @@ from agent.runlog.events import LeaseEvent
 from tests.helpers import TINY
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
+from tools.supervise import DeviceTurns, SharedExclusiveLock
 
 
 def on_device(problem: Problem, gpus: list[int] | None) -> Problem:
@@ -81,7 +82,7 @@ def overlaps_any(spans: list[LeaseSpan], a_kind: str, b_kind: str, different_res
 
 def test_gpu_timings_never_share_a_gpu_and_spread_over_all() -> None:
     evaluator = SleepEvaluator()
-    executor = LeasedExecutor(Leases(gpus=[0, 1], compile_slots=4), evaluator)
+    executor = LeasedExecutor(Leases(gpus=[0, 1], compile_slots=4, per_gpu=1), evaluator)
     spans = lease_spans(hammer(executor, trajectories=4, per_trajectory=3))
     assert len(spans) == 24
     assert all(s.released is not None for s in spans)
@@ -91,6 +92,45 @@ def test_gpu_timings_never_share_a_gpu_and_spread_over_all() -> None:
     assert overlaps_any(spans, "timing", "timing", different_resource=True), (
         "the two GPUs never worked at once"
     )
+
+
+class TurnsEvaluator(SleepEvaluator):
+    """An evaluation as the warm path makes one: shared (truth, cases), exclusive (the timed loop), shared
+    (the re-check), on one device lock per GPU (tools/supervise/locks.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(0.1)
+        self.locks = {0: SharedExclusiveLock()}
+
+    def evaluate(self, problem: Problem, code: str, gpu: int | None, seed: int | None = None) -> BenchResult:
+        assert gpu is not None
+        turns = DeviceTurns(self.locks[gpu])
+        for mode in ("shared", "exclusive", "shared"):
+            turns.to(mode)  # type: ignore[arg-type]
+            subprocess.run(["sleep", str(self.seconds)], check=True)
+        turns.close()
+        return BenchResult(status="ok", correct=True, speedup=1.0, message="ok")
+
+
+def test_two_evaluations_share_a_gpu_but_never_its_timed_loops() -> None:
+    executor = LeasedExecutor(Leases(gpus=[0], compile_slots=4, per_gpu=2), TurnsEvaluator())
+    events = hammer(executor, trajectories=3, per_trajectory=3)
+    spans = lease_spans(events)
+    timings = [s for s in spans if s.kind == "timing"]
+    assert len(timings) == 9
+    assert all(s.released is not None for s in timings)
+    assert overlapping_leases(spans, cpu_problem=False) == []
+    assert overlaps_any(spans, "evaluation", "evaluation"), "two evaluations never ran on the GPU at once"
+    assert not any(  # never three at once: two a GPU
+        a.acquired < (b.released or a.acquired) and b.acquired < (a.released or b.acquired)
+        and b.acquired < (c.released or b.acquired) and c.acquired < (b.released or c.acquired)
+        and a.acquired < (c.released or a.acquired) and c.acquired < (a.released or c.acquired)
+        for a in spans for b in spans for c in spans
+        if a.kind == b.kind == c.kind == "evaluation" and len({a.lease_id, b.lease_id, c.lease_id}) == 3
+    )  # fmt: skip
+    told = [e for e in events if e.kind == "timing"]
+    assert {e.trajectory for e in told} == {1, 2, 3}
+    assert all(e.resource == "gpu0" and e.kernel_path is None for e in told)
 
 
 def test_cpu_timing_never_overlaps_a_compile() -> None:

@@ -265,6 +265,6 @@ def test_asking_for_a_worker_made_ahead_does_not_wait_for_the_zygote_to_start(ti
         zygote = pool.zygote()
         assert not zygote.ready.is_set()  # it was still starting when the order was given
         assert zygote.wait_prepared(120)  # and the worker was made once it was up
-        assert zygote.prepared_pid is not None
+        assert zygote.prepared_pids
     finally:
         pool.shutdown()

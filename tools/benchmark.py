@@ -11,6 +11,7 @@ timing), the candidate worker (inputs and weights only), and this parent, which 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any, Protocol
@@ -35,7 +36,7 @@ from tools.results import (
     ShapeTiming,
     TimingStats,
 )
-from tools.supervise import WarmPool, kernel_hash, pool_for, visible_gpu
+from tools.supervise import DeviceTurns, WarmPool, kernel_hash, pool_for, visible_gpu
 from tools.toolspec import ToolSpec
 
 __all__ = [
@@ -103,16 +104,24 @@ def benchmark(
     waiting = time.monotonic()
     # Taken before the device lock: a prefetch still running holds that lock until it is done.
     ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
-    with ev.device if ev is not None else visible_gpu(gpu):
-        clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
-        prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
-        prepared.job.write_kernel(kernel_code)
+    turns = DeviceTurns(ev.device) if ev is not None else None
+    with visible_gpu(gpu) if ev is None else ev.evaluating():
         try:
-            result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock)
+            if turns is not None:
+                turns.to("shared")  # truth and checks beside others' work; only a timed loop holds it alone
+            clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
+            prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
+            prepared.job.write_kernel(kernel_code)
+            try:
+                result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock, turns)
+            finally:
+                prepared.discard()
+            if problem.spec.floor is not None:  # measured once per host, with the device ours alone
+                with turns.holding("exclusive") if turns is not None else contextlib.nullcontext():
+                    result = with_floors(problem, result, host_peaks(problem.spec.device, env))
         finally:
-            prepared.discard()
-        if problem.spec.floor is not None:  # measured once per host, with the device still ours
-            result = with_floors(problem, result, host_peaks(problem.spec.device, env))
+            if turns is not None:
+                turns.close()
     result.notices += integrity_notices(problem)
     if ev is not None:
         if suspicious:

@@ -17,7 +17,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tools.kbfile import SizeValue
-from tools.problem import Case
+from tools.problem import Case, Tolerance
+from tools.wire import ReferenceError_
 
 Device = Literal["cuda", "cpu"]
 
@@ -68,12 +69,47 @@ class TruthShape(_Order):
 
 
 class TruthRequest(_Order):
-    """One evaluation's data and truth."""
+    """One evaluation's data and truth. `keep_as` (the warm server only): the timing shapes' truth stays in
+    the server, on the device, under this name, for a `RecheckRequest`; no truth file is written for them.
+    `tolerance`: the problem's, for the facts each shape's truth reports (`wire.TimingReady`)."""
 
+    kind: Literal["truth"] = "truth"
     reference_source: str
     device: Device
     cases: list[TruthCase] = Field(default_factory=list)
     timing: list[TruthShape] = Field(default_factory=list)
+    keep_as: str | None = None
+    tolerance: Tolerance | None = None
+
+
+class RecheckShape(_Order):
+    """One timing shape's checked calls: `out_path` holds the candidate's outputs by slot, `kept` maps each
+    slot to the call it came from; slot k was computed on the inputs of the shape's k-th truth."""
+
+    name: str
+    out_path: str
+    kept: dict[int, int]
+    sizes: dict[str, SizeValue]
+    ref_errors: list[ReferenceError_ | None]
+
+
+class RecheckRequest(_Order):
+    """The warm truth server judges timed outputs against the truth it kept under `handle`."""
+
+    kind: Literal["recheck"] = "recheck"
+    handle: str
+    tolerance: Tolerance
+    shapes: list[RecheckShape]
+
+
+class ForgetRequest(_Order):
+    """The evaluation under `handle` has ended: its kept truth is freed."""
+
+    kind: Literal["forget"] = "forget"
+    handle: str
+
+
+ServedRequest = Annotated[TruthRequest | RecheckRequest | ForgetRequest, Field(discriminator="kind")]
 
 
 class ServedTruthRequest(_Order):
@@ -81,7 +117,7 @@ class ServedTruthRequest(_Order):
     are told apart from a late one of an earlier request by `id`."""
 
     id: str
-    request: TruthRequest
+    request: ServedRequest
 
 
 # --- the candidate worker ---------------------------------------------------------------------------------
@@ -138,11 +174,13 @@ class Containment(_Order):
 
 
 class PrepareOrder(_Order):
-    """Make a worker ahead of need, for evaluations of `kind`."""
+    """Have `count` workers made ahead of need for evaluations of `kind` (made or being made; one per
+    evaluation that may start before the next order: two trajectories on one GPU want two)."""
 
     op: Literal["prepare"] = "prepare"
     containment: Containment
     kind: WorkerKind
+    count: int = Field(default=1, ge=1, le=4)
 
 
 class RunOrder(_Order):

@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from tools.results import BuildInfo, Diagnostic, KernelUsage, TimingStats
+from tools.results import BuildInfo, CaseResult, Diagnostic, KernelUsage, TimingStats
 
 
 class _Message(BaseModel):
@@ -211,6 +211,18 @@ class TimingReady(_Message):
     reference: TimingStats | None = None
     ref_errors: list[ReferenceError_] = Field(default_factory=list)
     reference_seconds: float
+    # Facts of the shape's truth, so that the judge needs the truth itself only to compare outputs with it:
+    truth_finite: bool = True  # every checked call's truth is finite
+    truth_varies: bool = True  # the checked calls' truths differ (their inputs' contents do)
+    constant_passes: bool = False  # one value everywhere would pass the first call's truth
+
+
+class Rechecked(_Message):
+    """The warm truth server's verdict on one shape's checked calls (an `orders.RecheckRequest`)."""
+
+    event: Literal["rechecked"] = "rechecked"
+    name: str
+    results: list[CaseResult]
 
 
 class TruthError(_Message):
@@ -251,7 +263,8 @@ WorkerMessage = Annotated[
     | CaseReady
     | TimingReady
     | TruthError
-    | RequestFinished,
+    | RequestFinished
+    | Rechecked,
     Field(discriminator="event"),
 ]
 _WORKER_MESSAGE: TypeAdapter[WorkerMessage] = TypeAdapter(WorkerMessage)

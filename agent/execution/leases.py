@@ -1,7 +1,10 @@
 """Leases: who may compile and who may time, on this machine, right now.
 
 - A **timing** lease is exclusive per resource: one GPU (`gpu0`, `gpu1`, ...) for a CUDA problem, the
-  whole host (`host`) for a CPU problem.
+  whole host (`host`) for a CPU problem. With warm workers a GPU takes `EVALUATIONS_PER_GPU` evaluations
+  at once, each under an **evaluation** lease: their timed loops hold the device alone in turn (the warm
+  pool's lock, tools/supervise/locks.py), and each such span is reported as that GPU's timing lease, so
+  that timing leases still never overlap while one evaluation's truth and checks run beside another's.
 - A **compile** lease is one slot of a CPU pool sized to the cores (`cpu`).
 - On a CPU problem the host clock times the candidate, so a timing must not overlap a compile: compiles
   take the host lock shared, a timing takes it exclusive (a readers-writer lock that lets a waiting
@@ -22,8 +25,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Literal
 
 from agent.runlog.events import LeaseEvent
+from tools.supervise import ExclusiveSink, SharedExclusiveLock, exclusive_listener, warm_enabled
 
 
 def cpu_cores() -> int:
@@ -45,67 +50,43 @@ def visible_gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU ")) if out.returncode == 0 else 0
 
 
-class SharedExclusiveLock:
-    """Many holders in shared mode or one in exclusive mode; a waiting exclusive holder goes first."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting_exclusive = 0
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._exclusive and not self._waiting_exclusive)
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._shared -= 1
-                self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting_exclusive += 1
-            self._cond.wait_for(lambda: not self._exclusive and self._shared == 0)
-            self._waiting_exclusive -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
-
-
 class GpuPool:
-    """Local GPUs, each lent to one timing at a time; a trajectory prefers its home GPU when it is free."""
+    """Local GPUs, each lent to `per_gpu` evaluations at a time; a trajectory prefers its home GPU when it
+    has room, else the least used."""
 
-    def __init__(self, gpus: list[int]) -> None:
+    def __init__(self, gpus: list[int], per_gpu: int = 1) -> None:
         if not gpus:
             raise ValueError("GpuPool needs at least one GPU")
         self.gpus = list(gpus)
-        self._free = set(gpus)
+        self.per_gpu = per_gpu
+        self._held = dict.fromkeys(gpus, 0)
         self._cond = threading.Condition()
 
     def home(self, trajectory: int) -> int:
         return self.gpus[(trajectory - 1) % len(self.gpus)]
 
+    def _room(self) -> list[int]:
+        return [g for g in self.gpus if self._held[g] < self.per_gpu]
+
     @contextlib.contextmanager
     def lend(self, prefer: int) -> Iterator[int]:
         with self._cond:
-            self._cond.wait_for(lambda: bool(self._free))
-            gpu = prefer if prefer in self._free else min(self._free)
-            self._free.remove(gpu)
+            self._cond.wait_for(lambda: bool(self._room()))
+            room = self._room()
+            gpu = prefer if prefer in room else min(room, key=lambda g: (self._held[g], g))
+            self._held[gpu] += 1
         try:
             yield gpu
         finally:
             with self._cond:
-                self._free.add(gpu)
+                self._held[gpu] -= 1
                 self._cond.notify_all()
+
+
+EVALUATIONS_PER_GPU = 2
+"""Evaluations in flight on one GPU with warm workers: their timed loops take the device alone, in turn
+(tools/supervise/locks.py), while one's truth, checks and judging run beside the other's. The cold path
+has no such lock: one evaluation a GPU there."""
 
 
 EventSink = Callable[[LeaseEvent], None]
@@ -114,8 +95,12 @@ EventSink = Callable[[LeaseEvent], None]
 class Leases:
     """The leases of one machine. `gpus` is None (or empty) for CPU problems only."""
 
-    def __init__(self, gpus: list[int] | None, compile_slots: int | None = None) -> None:
-        self.gpu_pool = GpuPool(gpus) if gpus else None
+    def __init__(
+        self, gpus: list[int] | None, compile_slots: int | None = None, per_gpu: int | None = None
+    ) -> None:
+        if per_gpu is None:
+            per_gpu = EVALUATIONS_PER_GPU if warm_enabled() else 1
+        self.gpu_pool = GpuPool(gpus, per_gpu) if gpus else None
         self.compile_slots = compile_slots or cpu_cores()
         self._compile_pool = threading.BoundedSemaphore(self.compile_slots)
         self._host = SharedExclusiveLock()
@@ -136,7 +121,9 @@ class Leases:
     def timing(
         self, on_event: EventSink, trajectory: int | None, kernel_path: str | None, on_host: bool = False
     ) -> Iterator[int | None]:
-        """Yields the GPU to time on (None for a CPU problem, which holds the whole host)."""
+        """Yields the GPU to time on (None for a CPU problem, which holds the whole host). Where a GPU takes
+        more than one evaluation, this is an `evaluation` lease, and each span the evaluation holds the
+        device alone is a `timing` lease of that GPU, told as it happens."""
         started = time.monotonic()
         if self.gpu_pool is None or on_host:
             with (
@@ -146,8 +133,44 @@ class Leases:
                 yield None
             return
         with self.gpu_pool.lend(self.gpu_pool.home(trajectory or 1)) as gpu:
-            with self._held(on_event, "timing", f"gpu{gpu}", trajectory, kernel_path, started):
+            if self.gpu_pool.per_gpu == 1:
+                with self._held(on_event, "timing", f"gpu{gpu}", trajectory, kernel_path, started):
+                    yield gpu
+                return
+            with (
+                self._held(on_event, "evaluation", f"gpu{gpu}", trajectory, kernel_path, started),
+                exclusive_listener(self._timing_spans(on_event, f"gpu{gpu}", trajectory, kernel_path)),
+            ):
                 yield gpu
+
+    def _timing_spans(
+        self, on_event: EventSink, resource: str, trajectory: int | None, kernel_path: str | None
+    ) -> ExclusiveSink:
+        """Each exclusive span of an evaluation as a `timing` lease (tools/supervise/locks.py tells them)."""
+        current: list[str] = []
+
+        def sink(action: Literal["acquired", "released"], seconds: float) -> None:
+            if action == "acquired":
+                current[:] = [f"t{next(self._ids)}"]
+            base = {
+                "lease_id": current[0] if current else "t?",
+                "resource": resource,
+                "kernel_path": kernel_path,
+            }
+            if action == "acquired":
+                on_event(
+                    LeaseEvent(
+                        action="acquired", kind="timing", trajectory=trajectory, waited_s=seconds, **base
+                    )
+                )
+            else:
+                on_event(
+                    LeaseEvent(
+                        action="released", kind="timing", trajectory=trajectory, held_s=seconds, **base
+                    )
+                )
+
+        return sink
 
     @contextlib.contextmanager
     def _held(

@@ -127,14 +127,15 @@ class ErrorEvent(BaseEvent):
 
 
 class LeaseEvent(BaseEvent):
-    """A lease taken or given back: `compile` (a CPU slot; on CPU problems shared with other compiles) or
-    `timing` (exclusive: one GPU, or the whole host on CPU problems). Acquired is logged once held,
+    """A lease taken or given back: `compile` (a CPU slot; on CPU problems shared with other compiles),
+    `timing` (exclusive: one GPU, or the whole host on CPU problems) or `evaluation` (one of the evaluations
+    a GPU with warm workers takes at once, whose timed loops are its `timing` leases). Acquired is logged once held,
     released just before it is given back, so two leases of one resource never overlap in the log."""
 
     event: Literal["lease"] = "lease"
     action: Literal["acquired", "released"]
     lease_id: str
-    kind: Literal["compile", "timing"]
+    kind: Literal["compile", "timing", "evaluation"]
     resource: str = Field(description="cpu, host, gpu0, ... or ray:<node>:gpu0 for a Ray task")
     kernel_path: str | None = None
     waited_s: float | None = Field(None, description="acquired: how long it waited for the lease")

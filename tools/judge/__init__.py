@@ -14,8 +14,8 @@ two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.
 - `_profile`: `profile` (Nsight Compute on a candidate; tools/profile_kernel.py is the tool), `_ncu_output`
   reads ncu's CSV;
 - `_check`: `check_problem` (a spec's reference runs);
-- `_compare`, `_static_checks`, `_phases`, `_calls`: output comparison, source checks, the seconds per
-  phase, the timed calls' schedule.
+- `_static_checks`, `_phases`, `_calls`: source checks, the seconds per phase, the timed calls' schedule
+  (output comparison is `tools/compare.py`, shared with the truth server).
 """
 
 from tools.judge._baselines import baselines

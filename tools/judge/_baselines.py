@@ -152,7 +152,7 @@ def baselines(
     compile_limit_s = compile_limit_s or float(os.environ.get(COMPILE_LIMIT_ENV) or 300.0)
     ev = pool if pool is not None else pool_for(gpu)
     timed = [eager_of(result)]
-    with ev.device if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
+    with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         for name, kind, path in plan(problem):
             timed.append(time_one(problem, name, kind, path, limit_of(kind, compile_limit_s)))
     report = BaselineReport(shape=problem.primary.name, baselines=timed, seconds=time.monotonic() - start)

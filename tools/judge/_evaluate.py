@@ -8,6 +8,7 @@ candidate worker (inputs and weights only), and this parent, which compares, dec
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
 from tools.judge._paired import check_cached_reference
-from tools.judge._plan import Prepared
+from tools.judge._plan import Prepared, TruthLost
 from tools.judge._static_checks import RULES
 from tools.judge._verdicts import (
     Verdicts,
@@ -36,6 +37,7 @@ from tools.results import BenchResult, CompileResult, EnvInfo, Flag, TimingStats
 from tools.supervise import (
     HARNESS,
     ChildOutcome,
+    DeviceTurns,
     Job,
     WarmPool,
     describe_exit,
@@ -52,8 +54,13 @@ def evaluate(
     base: dict[str, Any],
     ev: WarmPool | None,
     clock: dict[str, float],
+    turns: DeviceTurns | None = None,
 ) -> tuple[BenchResult, bool]:
-    """The candidate's run and the verdict; also whether its worker side must be replaced."""
+    """The candidate's run and the verdict; also whether its worker side must be replaced. `turns`: the
+    evaluation's hold on a warm pool's device, shared on entry: exclusive for each of the candidate's timing
+    loops (the wait is the parent's, not counted against the worker's bounds: tools/supervise/jobs.py), a
+    re-measurement and the paired check; shared for the rest (its cases, data, outputs, the re-check)."""
+    alone = (lambda: turns.holding("exclusive")) if turns is not None else contextlib.nullcontext
     job, plan, truth = prepared.job, prepared.plan, prepared.truth
     base = {**base, "seed": prepared.master}
     launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
@@ -76,14 +83,19 @@ def evaluate(
             message=f"the reference/truth worker failed: {detail}", **base,
         ), True  # fmt: skip
     ref_msgs = {m.name: m.reference for m in truth.all(wire.TimingReady)}
-    verdicts = Verdicts(problem=problem, plan=plan, truths=prepared.truths)
+    rechecker = prepared.kept.recheck if prepared.kept is not None else None
+    verdicts = Verdicts(problem=problem, plan=plan, truths=prepared.truths, rechecker=rechecker)
     for f in flags:
         verdicts.flags[f.name] = f
     watched = {problem.reference_path: text_hash(problem.reference_source)}
     changed_before = set(HARNESS.changed(watched))
     launch["call_bounds"] = plan.call_bounds(problem, ReferenceTimes(problem, base["env"]), ref_msgs)
     launch["secrets"] = plan.secrets(prepared.master)
+    if turns is not None:
+        verdicts.turn = turns.to
     outcome = run_candidate(job, problem, plan.candidate_request(), on_message=verdicts.handle, **launch)
+    if turns is not None:
+        turns.to("shared")  # a loop the worker never ended (it died in it) holds the device no longer
     clock.update(phases.candidate_phases(outcome))
     judging = time.monotonic()
     result = _verdict(problem, outcome, verdicts, ref_msgs, base, watched, changed_before)
@@ -93,12 +105,14 @@ def evaluate(
     suspicious = _suspicious(outcome, result.status in CLEAN_STATUSES and not result.flags)
     if result.status == "ok" and verdicts.disagreements:
         remeasuring = time.monotonic()
-        result, again = _remeasure(problem, job, verdicts, result, ref_msgs, launch)
+        with alone():
+            result, again = _remeasure(problem, job, verdicts, result, ref_msgs, launch)
         clock["remeasure"] = time.monotonic() - remeasuring
         suspicious = suspicious or _suspicious(again, result.status in CLEAN_STATUSES and not result.flags)
     if result.status == "ok":
         checking = time.monotonic()
-        result = check_cached_reference(problem, plan, job, ev, result)
+        with alone():
+            result = check_cached_reference(problem, plan, job, ev, result)
         clock["reference_check"] = time.monotonic() - checking
     return result, suspicious
 
@@ -125,7 +139,14 @@ def _remeasure(
     request = verdicts.plan.retime_request(set(first))
     outcome = run_candidate(job, problem, request, on_message=verdicts.handle, **launch)
     refs = ReferenceTimes(problem, result.env)
-    again, _ = timing_results(verdicts, outcome, problem, refs, ref_msgs, only=set(first))
+    try:
+        again, _ = timing_results(verdicts, outcome, problem, refs, ref_msgs, only=set(first))
+    except TruthLost as exc:
+        failed = result.model_copy(
+            update={"status": "harness_error", "correct": False, "speedup": None,
+                    "message": f"the harness failed while judging a re-measurement: {exc}"}
+        )  # fmt: skip
+        return failed, outcome
     retimed = {t.name: t for t in again}
     for name in first:
         if retimed.get(name) is None or retimed[name].candidate is None:
@@ -204,14 +225,14 @@ def _verdict(
         )
     comp = compile_result(outcome, base["kernel_hash"])
     if outcome.handler_errors:
-        return BenchResult(
-            status="harness_error", correct=False, speedup=None, compile=comp, output=outcome.output,
-            message=f"the harness failed while judging: {outcome.handler_errors[0]}", **base,
-        )  # fmt: skip
+        return _harness_failed(outcome.handler_errors[0], comp, outcome, base)
     if outcome.first(wire.Imported) is None or comp.status != "ok":
         return compile_failure(comp, base, list(verdicts.flags.values()), outcome.output)
     cases = case_results(verdicts, outcome)
-    timings, usage = timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
+    try:
+        timings, usage = timing_results(verdicts, outcome, problem, ReferenceTimes(problem, env), ref_msgs)
+    except TruthLost as exc:
+        return _harness_failed(str(exc), comp, outcome, base)
     usage_guards(verdicts, problem, usage)
     constant_passes_at, checks = checks_a_constant_passes(verdicts)
     if checks and len(constant_passes_at) == checks:
@@ -248,6 +269,15 @@ def _verdict(
             "tolerance): those checks cannot tell a kernel from a constant; the others can"
         )
     return result
+
+
+def _harness_failed(
+    why: str, comp: CompileResult, outcome: ChildOutcome, base: dict[str, Any]
+) -> BenchResult:
+    return BenchResult(
+        status="harness_error", correct=False, speedup=None, compile=comp, output=outcome.output,
+        message=f"the harness failed while judging: {why}", **base,
+    )  # fmt: skip
 
 
 def _with_containment(env: EnvInfo, containment: list[str]) -> EnvInfo:

@@ -4,6 +4,8 @@ for it by the truth worker, and evaluations prepared ahead of time while the mod
 from __future__ import annotations
 
 import secrets
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +17,10 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.kbfile import SizeValue
-from tools.problem import Problem
-from tools.results import (
-    EnvInfo,
-    TimingStats,
-)
+from tools.problem import Problem, Tolerance
+from tools.results import CaseResult, EnvInfo, TimingStats
 from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, child_env, run_child
+from tools.supervise.truth_server import TruthServer
 from tools.worker.refmod import derive_seed
 
 
@@ -69,6 +69,10 @@ class PlannedShape(_Planned):
     cfg: orders.LoopSettings
     ref_errors: list[wire.ReferenceError_] = Field(default_factory=list)
     shifted: list[tuple[int, int]] = Field(default_factory=list, description="wire.TimingReady's, once made")
+    # wire.TimingReady's facts of the truth, once made (the truth itself may stay in the truth server):
+    truth_finite: bool = True
+    truth_varies: bool = True
+    constant_passes: bool = False
 
     @property
     def name(self) -> str:
@@ -190,12 +194,15 @@ class Plan(_Planned):
             timing=[t.for_candidate() for t in self.timing],
         )
 
-    def truth_request(self, problem: Problem) -> orders.TruthRequest:
+    def truth_request(self, problem: Problem, keep_as: str | None = None) -> orders.TruthRequest:
+        """`keep_as`: the warm truth server keeps the timing shapes' truth under this name."""
         return orders.TruthRequest(
             reference_source=problem.reference_source,
             device=problem.spec.device,
             cases=[c.truth for c in self.cases],
             timing=[t.truth for t in self.timing],
+            keep_as=keep_as,
+            tolerance=problem.spec.tolerance,
         )
 
     def secrets(self, master: int) -> list[str]:
@@ -230,7 +237,12 @@ class Plan(_Planned):
 
         def shape_update(t: PlannedShape) -> dict[str, Any]:
             msg = shapes.get(t.name)
-            return {"ref_errors": list(msg.ref_errors), "shifted": msg.shifted} if msg else {"ref_errors": []}
+            if msg is None:
+                return {"ref_errors": []}
+            return {
+                "ref_errors": list(msg.ref_errors), "shifted": msg.shifted, "truth_finite": msg.truth_finite,
+                "truth_varies": msg.truth_varies, "constant_passes": msg.constant_passes,
+            }  # fmt: skip
 
         timing = [t.model_copy(update=shape_update(t)) for t in self.timing]
         return self.model_copy(update={"cases": planned, "timing": timing})
@@ -278,9 +290,58 @@ def run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 
 
+Rechecks = dict[str, list[CaseResult]]  # shape -> its checked calls' verdicts
+Rechecker = Callable[[list[orders.RecheckShape]], Rechecks]
+
+
+class TruthLost(Exception):
+    """The truth server that kept an evaluation's truth could not judge its outputs (it died, say)."""
+
+
+@dataclass
+class KeptTruth:
+    """The timing shapes' truth of one evaluation, kept on the device by the warm truth server `server`
+    under `handle` (never copied to the host, written to a file or read by this process). Only that server
+    process has it: one started since (the pool stops a problem's server when another problem's starts)
+    does not."""
+
+    server: TruthServer
+    handle: str
+    tolerance: Tolerance
+
+    def usable(self) -> bool:
+        return self.server.alive()
+
+    def recheck(self, shapes: list[orders.RecheckShape]) -> Rechecks:
+        """The server's verdicts on the checked calls of `shapes`; `TruthLost` where it gave none."""
+        if not self.usable():
+            raise TruthLost("the truth server that kept this evaluation's truth has stopped")
+        request = orders.RecheckRequest(handle=self.handle, tolerance=self.tolerance, shapes=shapes)
+        outcome = self.server.request(request, Deadline(RECHECK_TIMEOUT_S))
+        answers = {m.name: m.results for m in outcome.all(wire.Rechecked)}
+        if outcome.returncode != 0 or any(s.name not in answers for s in shapes):
+            err = outcome.first(wire.TruthError)
+            why = err.message if err else _exit_of(outcome)
+            raise TruthLost(f"the truth server could not re-check the timed outputs: {why}")
+        return answers
+
+    def forget(self) -> None:
+        if self.usable():
+            self.server.request(orders.ForgetRequest(handle=self.handle), Deadline(FORGET_TIMEOUT_S))
+
+
+FORGET_TIMEOUT_S = 30.0
+RECHECK_TIMEOUT_S = 120.0  # loading and comparing a few GB of outputs on the device takes seconds
+
+
+def _exit_of(outcome: ChildOutcome) -> str:
+    return "it timed out" if outcome.timed_out else f"it ended with exit {outcome.returncode}"
+
+
 @dataclass
 class Prepared:
-    """One evaluation's job, plan, truth worker outcome and truth, made before its candidate is known."""
+    """One evaluation's job, plan, truth worker outcome and truth, made before its candidate is known:
+    the correctness cases' truth in `truths`, the timing shapes' there too or in the truth server (`kept`)."""
 
     job: Job
     plan: Plan
@@ -288,6 +349,7 @@ class Prepared:
     truth: ChildOutcome
     truths: dict[str, Any]
     phases: dict[str, float]
+    kept: KeptTruth | None = None
 
     @property
     def ok(self) -> bool:
@@ -295,6 +357,8 @@ class Prepared:
 
     def discard(self) -> None:
         self.truths.clear()
+        if self.kept is not None:
+            self.kept.forget()
         self.job.cleanup()
 
 
@@ -309,28 +373,33 @@ def prepare(
 ) -> Prepared:
     """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one."""
     job = Job.create(None, parent)
+    kept: KeptTruth | None = None
     try:
         plan = Plan.make(problem, job, master, ReferenceTimes(problem, env), refresh_reference)
         if pool is None:
             truth = run_truth(job, problem, plan)
         else:
+            kept = KeptTruth(pool.truth_server(problem.data_hash), uuid.uuid4().hex, problem.spec.tolerance)
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
-            truth = pool.run_truth(problem.data_hash, plan.truth_request(problem), deadline)
+            truth = kept.server.request(plan.truth_request(problem, keep_as=kept.handle), deadline)
         truths: dict[str, Any] = {}
         if truth.first(wire.Done) is not None:
             plan = plan.with_reference_errors(truth)
             truths = plan.take_truth()
     except BaseException:
+        if kept is not None:
+            kept.forget()
         job.cleanup()
         raise
-    return Prepared(job, plan, master, truth, truths, phases.truth_phases(truth))
+    return Prepared(job, plan, master, truth, truths, phases.truth_phases(truth), kept)
 
 
 def prefetch_usable(item: Prepared, problem: Problem, env: EnvInfo) -> bool:
     """A prepared evaluation serves only where it times nothing anew and its truth is complete."""
     refs = ReferenceTimes(problem, env)
     cached = all(refs.get(t) is not None for t in problem.spec.timing)
-    return item.ok and cached and not any(t.truth.time_reference for t in item.plan.timing)
+    kept = item.kept is None or item.kept.usable()  # its truth is still where it was kept
+    return item.ok and kept and cached and not any(t.truth.time_reference for t in item.plan.timing)
 
 
 def obtain(

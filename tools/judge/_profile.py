@@ -198,7 +198,7 @@ def profile(
         return refused.model_copy(update={"kernel_hash": kernel_hash(kernel_code)})
     binary = ncu_binary() or "ncu"
     ev = pool if pool is not None else pool_for(gpu)
-    with ev.device if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
+    with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:
             result = _run(problem, kernel_code, job, ev, binary)

@@ -242,7 +242,7 @@ def sanitize(
         runs = [SanitizerRun(tool=t, status="unavailable", message=why, budget_s=budgets[t]) for t in names]
         return report_of(runs, case, time.monotonic() - start)
     ev = pool if pool is not None else pool_for(gpu)
-    with ev.device if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
+    with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:
             items, hidden, failed = _case_data(problem, case, job, ev)

@@ -4,16 +4,17 @@ runtime guard's flags, the re-check of timed outputs, the clocks, library usage,
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
-from tools import wire
+from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
+from tools.compare import compare, compare_calls, constant_passes
 from tools.judge._calls import CallSchedule
-from tools.judge._compare import compare, constant_passes
-from tools.judge._plan import Plan, PlannedShape
+from tools.judge._plan import Plan, PlannedShape, Rechecker, Rechecks
 from tools.judge._ratio import speedup_interval
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
@@ -47,6 +48,10 @@ class Verdicts:
     disagreements: dict[str, str] = field(default_factory=dict)  # shape -> why its clocks disagree
     calls: dict[str, CallSchedule] = field(default_factory=dict)  # shape -> its timing loop's offsets
     not_applicable: set[str] = field(default_factory=set)  # added cases the reference is not finite on
+    rechecker: Rechecker | None = None  # where the truth server kept the timing shapes' truth
+    # The device alone for each shape's timing loop, from its first call's question (the worker waits for the
+    # answer) to its end; shared again after (tools/supervise/locks.py DeviceTurns.to).
+    turn: Callable[[Literal["shared", "exclusive"]], None] | None = None
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
@@ -60,12 +65,18 @@ class Verdicts:
                 self._judge_case(msg)
             case wire.Failed():
                 self.failures[f"{msg.kind}:{msg.name}"] = msg
+                if msg.kind == "timing" and self.turn is not None:
+                    self.turn("shared")
+            case wire.TimingDone() if self.turn is not None:
+                self.turn("shared")
             case wire.BatchBegin() | wire.BatchEnd():
                 edge = "begin" if isinstance(msg, wire.BatchBegin) else "end"
                 self.batch_clock.setdefault(msg.name, {})[edge] = time.monotonic()
             case wire.CasesDone():
                 return "time" if self.all_cases_pass() else "stop"
             case wire.NextCall():
+                if self.turn is not None and msg.name not in self.calls:  # the loop's first call
+                    self.turn("exclusive")
                 return self.schedule(msg.name).answer(msg.index, msg.wants_stop)
             case wire.Violation():
                 self._violation(msg)
@@ -178,7 +189,14 @@ def timing_results(
     ref_msgs: dict[str, TimingStats | None],
     only: set[str] | None = None,
 ) -> tuple[list[ShapeTiming], KernelUsage | None]:
+    """Each shape's timing and its checked calls' verdict; `TruthLost` (tools/judge/_plan.py) where the truth
+    server that kept a shape's truth could not judge them (a harness failure, not the candidate's)."""
     done = {m.name: m for m in outcome.all(wire.TimingDone)}
+    remote: Rechecks = {}
+    if verdicts.rechecker is not None:
+        asked = [t for t in verdicts.plan.timing if t.name in done and (only is None or t.name in only)]
+        if asked:
+            remote = verdicts.rechecker([recheck_order(verdicts, t) for t in asked])
     shapes: list[ShapeTiming] = []
     usage: KernelUsage | None = None
     for item, shape in zip(verdicts.plan.timing, problem.spec.timing, strict=True):
@@ -200,15 +218,14 @@ def timing_results(
             shapes.append(st)
             continue
         st.candidate = msg.stats.model_copy(update={"parent_batch_ms": verdicts.parent_batch_ms(shape.name)})
-        st.rechecked = recheck(verdicts, item, problem)
-        if msg.repeated and outputs_follow_contents(verdicts.truths.get(shape.name, [])):
+        st.rechecked = recheck(verdicts, item, problem, remote)
+        if msg.repeated and item.truth_varies:
             verdicts.flag(
                 "timed_output_mismatch",
                 f"{shape.name}: {msg.repeated} of {msg.checked} timed calls returned an output an earlier call "
                 "had returned, although every call's inputs were new: results cached and handed back",
             )
-        truths_finite = all(bool(torch.isfinite(t).all()) for t in verdicts.truths.get(shape.name, []))
-        if msg.nonfinite and truths_finite:
+        if msg.nonfinite and item.truth_finite:
             verdicts.flag(
                 "timed_output_mismatch",
                 f"{shape.name}: {msg.nonfinite} of {msg.checked} timed calls returned NaN or inf where the "
@@ -244,35 +261,29 @@ def load_notices(timings: list[ShapeTiming]) -> list[str]:
     return [n for n in notes if n is not None]
 
 
-def outputs_follow_contents(truths: list[torch.Tensor]) -> bool:
-    """Whether the checked calls' true outputs differ (a problem whose output ignores where values sit,
-    a sum over everything say, gives one output for every shift: a repeat is honest there)."""
-    return len(truths) < 2 or any(not torch.equal(truths[0], t) for t in truths[1:])
+def recheck_order(verdicts: Verdicts, item: PlannedShape) -> orders.RecheckShape:
+    schedule = verdicts.calls.get(item.name)
+    return orders.RecheckShape(
+        name=item.name, out_path=item.out_path, kept=schedule.kept if schedule is not None else {},
+        sizes=item.sizes, ref_errors=[*item.ref_errors],
+    )  # fmt: skip
 
 
-def recheck(verdicts: Verdicts, item: PlannedShape, problem: Problem) -> list[CaseResult]:
-    """The checked calls' outputs against the float64 truth for their inputs (tools/judge/_calls.py)."""
+def recheck(verdicts: Verdicts, item: PlannedShape, problem: Problem, remote: Rechecks) -> list[CaseResult]:
+    """The checked calls' outputs against the float64 truth for their inputs (tools/judge/_calls.py): here,
+    where the truth came to this process, else as the truth server judged them where it kept the truth."""
     name = item.name
-    schedule = verdicts.calls.get(name)
-    try:
-        outs = torch.load(item.out_path, weights_only=True)
-        truths = verdicts.truths[name]
-    except Exception as exc:
-        return [CaseResult(name=f"{name}/timed", status="error", message=f"unreadable outputs: {exc}")]
-    kept = schedule.kept if schedule is not None else {}
-    ref_errors: list[wire.ReferenceError_ | None] = [*item.ref_errors] or [None] * len(truths)
-    results = []
-    for slot, call in sorted(kept.items()):
-        label = f"{name}/call{call}"
-        out = outs.get(slot) if isinstance(outs, dict) else None
-        if not isinstance(out, torch.Tensor):
-            results.append(
-                CaseResult(name=label, status="error", message="the checked call's output is missing")
-            )
-            continue
-        results.append(
-            compare(label, out, truths[slot], problem.spec.tolerance, item.sizes, ref_errors[slot])
-        )
+    if name in remote:
+        results = remote[name]
+    else:
+        order = recheck_order(verdicts, item)
+        try:
+            outs = torch.load(item.out_path, weights_only=True)
+            truths = verdicts.truths[name]
+        except Exception as exc:
+            return [CaseResult(name=f"{name}/timed", status="error", message=f"unreadable outputs: {exc}")]
+        tol = problem.spec.tolerance
+        results = compare_calls(name, outs, truths, order.kept, tol, item.sizes, order.ref_errors)
     if not results or any(r.status != "passed" for r in results):
         bad = next((r for r in results if r.status != "passed"), None)
         detail = f" ({bad.name}: {bad.message})" if bad else " (no checked call was made)"
@@ -430,10 +441,8 @@ def checks_a_constant_passes(verdicts: Verdicts) -> tuple[list[str], int]:
             if constant_passes(truth, verdicts.problem.spec.tolerance, item.ref_error):
                 passing.append(item.name)
     for shape in verdicts.plan.timing:
-        sets = verdicts.truths.get(shape.name) or []
-        if sets:
+        if shape.ref_errors:  # its truth was made (the facts came with it)
             total += 1
-            first = shape.ref_errors[0] if shape.ref_errors else None
-            if constant_passes(sets[0], verdicts.problem.spec.tolerance, first):
+            if shape.constant_passes:
                 passing.append(shape.name)
     return passing, total

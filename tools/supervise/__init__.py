@@ -1,7 +1,8 @@
 """Process supervision, in the harness's own process: spawning workers in their own session and PID
 namespace with an allowlisted environment (`_spawn`, `isolation`), deadlines bounded by the work
 (`watchdog`), job folders and the candidate worker's launch (`jobs`), the harness snapshot workers run
-from (`integrity`), and the warm pool: a zygote, truth servers and workers made ahead of need (`pool`).
+from (`integrity`), and the warm pool: a zygote, truth servers and workers made ahead of need (`pool`), its
+device used shared or exclusively (`locks`: a timed loop alone, checks and truth beside one another).
 `listen` hears each worker's start, messages and end as they happen (an evaluation's timeline).
 
 Public: what this file re-exports; its submodules are internals of `tools/` (tests/test_architecture.py).
@@ -20,14 +21,18 @@ from tools.supervise._spawn import (
 )
 from tools.supervise.integrity import HARNESS, text_hash
 from tools.supervise.jobs import Job, WarmUnavailable, describe_exit, kernel_hash, run_candidate
+from tools.supervise.locks import DeviceTurns, ExclusiveSink, SharedExclusiveLock, exclusive_listener
 from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
 from tools.supervise.watchdog import Watchdog, call_bound
 
 __all__ = [
     "HARNESS",
     "HARNESS_ROOT",
+    "SharedExclusiveLock",
     "ChildOutcome",
     "Deadline",
+    "DeviceTurns",
+    "ExclusiveSink",
     "Job",
     "WarmPool",
     "WarmUnavailable",
@@ -36,6 +41,7 @@ __all__ = [
     "child_env",
     "cuda_visible_devices",
     "describe_exit",
+    "exclusive_listener",
     "kernel_hash",
     "kill_all_children",
     "listen",

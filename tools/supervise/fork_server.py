@@ -61,7 +61,10 @@ class Zygote:
         self.cuda_fork = ""  # its probe: "ok", "no_gpu", or why CUDA cannot start in its children
         self.ready = threading.Event()
         self.prepared = threading.Event()  # a CUDA worker made ahead of need is waiting (or failed)
-        self.prepared_pid: int | None = None  # that worker, spared by the sweeps after other candidates
+        self.prepared_pids: set[int] = (
+            set()
+        )  # those made or being made, spared by sweeps after other candidates
+        self._ready: set[int] = set()  # of those, the ones that said they are ready
         self.spawned: queue.Queue[int] = queue.Queue()
         self.exits: dict[int, int] = {}
         self.changed = threading.Condition()
@@ -101,15 +104,22 @@ class Zygote:
             case wire.Spawned():
                 self.spawned.put(msg.pid)
                 if msg.prepared:
-                    self.prepared.clear()
-                    self.prepared_pid = None
+                    self.prepared_pids.discard(msg.pid)
+                    self._ready.discard(msg.pid)
+                    if not self._ready:
+                        self.prepared.clear()
             case wire.Preparing():
-                self.prepared_pid = msg.pid
-            case wire.WorkerPrepared() | wire.PrepareFailed():
-                self.prepared_pid = msg.pid if isinstance(msg, wire.WorkerPrepared) else None
+                self.prepared_pids.add(msg.pid)
+            case wire.WorkerPrepared():
+                self._ready.add(msg.pid)
+                self.prepared.set()
+            case wire.PrepareFailed():
+                self.prepared_pids.discard(msg.pid)
                 self.prepared.set()
             case wire.Exited():
                 self.exits[msg.pid] = msg.returncode
+                self.prepared_pids.discard(msg.pid)
+                self._ready.discard(msg.pid)
 
     def alive(self) -> bool:
         return not self.dead and self.proc.poll() is None
@@ -120,10 +130,11 @@ class Zygote:
             raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
         return self.pidns
 
-    def request_prepared(self, kind: orders.WorkerKind) -> bool:
-        """Ask for a worker made ahead of need for an evaluation of `kind` ("cuda": context, cuBLAS and the
-        profiler started; "cpu": forked and contained, nothing more). False where a CUDA worker cannot start
-        in the zygote's children. Returns at once: `wait_prepared` waits for it."""
+    def request_prepared(self, kind: orders.WorkerKind, count: int = 1) -> bool:
+        """Ask for `count` workers made ahead of need for evaluations of `kind` ("cuda": context, cuBLAS and
+        the profiler started; "cpu": forked and contained, nothing more), counting those made or being made.
+        False where a CUDA worker cannot start in the zygote's children. Returns at once: `wait_prepared`
+        waits for one."""
         want_pidns = isolation.mode() == isolation.PIDNS
         try:
             if not self.alive() or self.wait_ready() is False and want_pidns:
@@ -134,7 +145,9 @@ class Zygote:
             return False
         with self.order_lock:
             try:
-                order = orders.PrepareOrder(containment=_containment_order(want_pidns), kind=kind)
+                order = orders.PrepareOrder(
+                    containment=_containment_order(want_pidns), kind=kind, count=count
+                )
                 self.sock.send(order.model_dump_json().encode())
             except OSError:
                 return False
@@ -196,7 +209,7 @@ class Zygote:
             # A forked child's /proc environ is the zygote's: the job marker finds what it exec'd, and the
             # zygote's marker what it forked (sparing the zygote and candidates of other jobs still running).
             left = isolation.sweep(marker) if marker else []
-            others = (self.live - {pid}) | ({self.prepared_pid} if self.prepared_pid else set())
+            others = (self.live - {pid}) | self.prepared_pids
             return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
 
         how = isolation.PIDNS if want_pidns else isolation.GROUP

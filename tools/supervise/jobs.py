@@ -188,7 +188,10 @@ def run_candidate(
 
     def handle(msg: wire.WorkerMessage) -> str | None:
         watchdog.on_message(msg)
-        return on_message(msg) if on_message else None
+        if on_message is None:
+            return None
+        with watchdog.answering():  # the parent's time to answer (the device busy, say) is not the worker's
+            return on_message(msg)
 
     hidden = [str(job.private), *map(str, secret_dirs)]
     request = request.model_copy(update={"device": problem.spec.device, "secret_dirs": hidden})

@@ -28,8 +28,10 @@ candidate, faulty or not. What the fork does not save is CUDA context creation i
 that guarantee. The zygote itself is still replaced after any fault, timeout, flag or leftover process
 (in process-group mode a candidate of the same user can reach it), and restarted if it died.
 
-The device is never shared: a prefetch holds the pool's device lock, and a candidate runs only when
-it holds that lock, so prepared truth never overlaps a candidate's timing.
+A timed loop never shares the device: it holds the pool's device lock exclusively (a candidate's timing
+phase, the paired check of the reference, a re-measurement, the baselines, the profiler, the sanitizer),
+while truth made ahead, correctness cases and the truth server's re-check of timed outputs hold it shared,
+beside one another (two trajectories' evaluations overlap there) but never beside a timed loop.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,12 +56,14 @@ from tools.supervise._spawn import (
 )
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
+from tools.supervise.locks import SharedExclusiveLock
 from tools.supervise.truth_server import TruthServer
 from tools.worker.seal import SealSpec
 
 WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
-SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak, two of them at once
+AHEAD = 2  # evaluations of one problem prepared ahead at most (one per trajectory of a parallel run)
+SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak, up to three at once
 
 
 def warm_enabled() -> bool:
@@ -94,12 +98,14 @@ class WarmPool:
         self.staging = self.root / "staging"
         for path in (self.jobs_dir, self.staging):
             path.mkdir(mode=0o700)
-        self.device = threading.Lock()  # a candidate or a prefetch on the device, never both
+        # Timed loops hold the device alone; truth, checks and judging share it (tools/supervise/locks.py).
+        self.device = SharedExclusiveLock()
         self._lock = threading.Lock()
         self._zygote: Zygote | None = None
         self._truth: dict[str, TruthServer] = {}
-        self._pending: dict[str, _Pending] = {}
+        self._pending: dict[str, list[_Pending]] = {}  # per problem, oldest first
         self.closed = False
+        self.running = 0  # evaluations on this pool now (`evaluating`)
 
     # --- candidate side ------------------------------------------------------------------------------
 
@@ -153,28 +159,37 @@ class WarmPool:
         with self._lock:
             server = self._truth.get(key)
             if server is None or not server.alive():
-                for other in self._truth.values():  # one problem at a time keeps device memory bounded
-                    other.stop()
+                for name, other in list(self._truth.items()):  # one problem at a time bounds device memory,
+                    if not other.busy():  # but a request in flight (another problem's prefetch) finishes
+                        other.stop()
+                        del self._truth[name]
                 server = self._truth[key] = TruthServer(self.root, self.extra_env)
             return server
 
-    def run_truth(self, key: str, request: orders.TruthRequest, deadline: Deadline) -> ChildOutcome:
+    def run_truth(self, key: str, request: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
         return self.truth_server(key).request(request, deadline)
 
     def start_prefetch(
         self, key: str, prepare: Callable[[], Any] | None, *, worker: orders.WorkerKind | None = None
     ) -> None:
-        """Prepare the next evaluation of `key` in the background, holding the device while it runs:
-        its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need."""
-        if self.closed or key in self._pending:
-            return
-        pending = _Pending()
+        """Prepare the next evaluation of `key` in the background, holding the device shared while it runs:
+        its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need. Up to
+        one more than the evaluations still running on this pool are made or waiting at once, `AHEAD` at most:
+        two trajectories each find one, and one trajectory's next truth is not made beside its own timing."""
+        with self._lock:
+            queue = self._pending.setdefault(key, [])
+            if self.closed or len(queue) >= min(AHEAD, 1 + self.running):
+                return
+            pending = _Pending()
+            queue.append(pending)
+
+        count = len(queue)  # this prefetch's worker and those of the ones before it still waiting
 
         def run() -> None:
-            with self.device:
+            with self.device.shared():
                 if self.closed:
                     return
-                asked = worker is not None and self.zygote().request_prepared(worker)
+                asked = worker is not None and self.zygote().request_prepared(worker, count)
                 if prepare is not None:
                     with contextlib.suppress(Exception):  # a failed prefetch is just not there
                         pending.result.append(prepare())
@@ -182,12 +197,24 @@ class WarmPool:
                     self._zygote.wait_prepared()
 
         pending.thread = threading.Thread(target=run, daemon=True, name=f"prefetch-{key[:8]}")
-        self._pending[key] = pending
         pending.thread.start()
 
+    @contextlib.contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """One evaluation in flight on this pool (prefetches made ahead follow how many there are)."""
+        with self._lock:
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
     def take_prefetched(self, key: str) -> Any | None:
-        """The prepared evaluation for `key` (waiting for it if it is still being made), or None."""
-        pending = self._pending.pop(key, None)
+        """The oldest prepared evaluation for `key` (waiting for it if it is still being made), or None."""
+        with self._lock:
+            queue = self._pending.get(key) or []
+            pending = queue.pop(0) if queue else None
         if pending is None:
             return None
         if pending.thread is not None:
@@ -195,13 +222,13 @@ class WarmPool:
         return pending.result[0] if pending.result else None
 
     def pending(self, key: str) -> bool:
-        return key in self._pending
+        return bool(self._pending.get(key))
 
     def wait_prefetch(self, key: str) -> None:
-        """Wait until a prefetch of `key` in flight is done (it stays prepared for the next evaluation)."""
-        pending = self._pending.get(key)
-        if pending is not None and pending.thread is not None:
-            pending.thread.join()
+        """Wait until the prefetches of `key` in flight are done (they stay prepared for the next evaluations)."""
+        for pending in list(self._pending.get(key) or []):
+            if pending.thread is not None:
+                pending.thread.join()
 
     # --- lifetime ------------------------------------------------------------------------------------
 
@@ -211,7 +238,7 @@ class WarmPool:
             server.stop()
         if self._zygote is not None:
             self._zygote.stop()
-        for pending in list(self._pending.values()):
+        for pending in [p for queue in self._pending.values() for p in queue]:
             if pending.thread is not None:
                 pending.thread.join(timeout=10)
             for item in pending.result:

@@ -51,6 +51,11 @@ class TruthServer:
         ):
             threading.Thread(target=target, args=args, daemon=True).start()
         self.ready = False
+        self._one_at_a_time = threading.Lock()  # a prefetch's truth, a re-check, a forget: in turn
+
+    def busy(self) -> bool:
+        """A request is in flight or waiting."""
+        return self._one_at_a_time.locked()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -64,8 +69,16 @@ class TruthServer:
                     return None
         return None
 
-    def request(self, req: orders.TruthRequest, deadline: Deadline) -> ChildOutcome:
-        """Run one truth request; the outcome looks like a cold truth worker's (messages, arrivals, exit)."""
+    def request(self, req: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
+        """Run one request; the outcome looks like a cold truth worker's (messages, arrivals, exit). Its
+        deadline runs from when the server takes it: the wait for an earlier request is not its time (a
+        request whose deadline ran out is answered by killing the server)."""
+        asked = time.monotonic()
+        with self._one_at_a_time:
+            deadline.at += time.monotonic() - asked
+            return self._request(req, deadline)
+
+    def _request(self, req: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
         start = time.monotonic()
         if not self.ready:
             msg = self._next(Deadline(START_TIMEOUT_S))

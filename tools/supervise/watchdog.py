@@ -11,7 +11,9 @@ the cap on the whole evaluation; `limits.compile_timeout_s` bounds the import (i
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from tools import wire
@@ -19,6 +21,7 @@ from tools.problem import Limits
 from tools.supervise._spawn import Deadline
 
 SETUP_S = 5.0  # a step's own data: loading inputs and weights, building the model, saving outputs
+ANSWER_CAP_S = 600.0  # the longest the parent may take to answer one question (it waits for the device)
 PROFILE_S = 60.0  # one profiled call, the CUDA profiler's start-up included (about 4 s on the H200)
 
 
@@ -64,6 +67,24 @@ class Watchdog:
                 self._allow(f"profiling {msg.name}", PROFILE_S)
             case wire.CaseDone() | wire.TimingDone() | wire.CasesDone() | wire.Failed():
                 self._allow("setup", SETUP_S)
+
+    @contextlib.contextmanager
+    def answering(self) -> Iterator[None]:
+        """The parent answers the worker, which waits (for the device, say): the worker's clocks, its step's
+        and the evaluation's budget, stop until the answer is given (for `ANSWER_CAP_S` at most), as they
+        did not run while an evaluation waited for the device before its worker started."""
+        began = time.monotonic()
+        left = self.deadline.at - began
+        self.deadline.at = began + ANSWER_CAP_S
+        try:
+            yield
+        finally:
+            now = time.monotonic()
+            waited = now - began
+            self._cap = self._cap + waited if self._cap is not None else None
+            self._budget_at = self._budget_at + waited if self._budget_at is not None else None
+            caps = [c for c in (self._cap, self._budget_at) if c is not None]
+            self.deadline.at = min([now + left, *caps])
 
     def _allow(self, step: str, seconds: float) -> None:
         self.step, self.allowed = step, seconds

@@ -11,17 +11,20 @@ import copy
 import sys
 import time
 import traceback
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from tools import orders, wire
+from tools.compare import compare_calls, constant_passes, truths_vary
 from tools.kbfile import SizeValue
-from tools.problem import Case
-from tools.results import TimingStats
+from tools.problem import Case, Tolerance
+from tools.results import CaseResult, TimingStats
 from tools.wire import Channel
 from tools.worker import fresh, refmod
+from tools.worker.graphs import ForwardCache
 from tools.worker.timing import measure
 
 
@@ -52,10 +55,20 @@ def reset_backend_flags() -> None:
 class Judge:
     """The reference twice on the device: in float64 (the truth) and in fp32 (its own error, the scale
     honest fp32 rounding reaches, and the time of one call, from which a candidate's call is bounded).
-    Both models are moved once per case or shape; errors are computed where the outputs are."""
+    Both models are moved once per case or shape; errors are computed where the outputs are. In the warm
+    server on a GPU (`forwards`), both forwards are replayed from CUDA graphs where that gives the eager
+    result bit for bit (tools/worker/graphs.py); `label` names the case's structure there."""
 
-    def __init__(self, model: torch.nn.Module, device: str) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        device: str,
+        forwards: ForwardCache | None = None,
+        label: Hashable = None,
+    ) -> None:
         self.device = device
+        self.forwards = forwards if device == "cuda" else None
+        self.label = label
         self.model64 = copy.deepcopy(model).double().to(device)
         for name, value in refmod.tensor_attributes(self.model64).items():  # .double() leaves these alone
             refmod.set_tensor_attribute(
@@ -63,24 +76,26 @@ class Judge:
             )
         self.model32 = model.to(device)
 
-    def truth(self, inputs: list[Any]) -> torch.Tensor:
-        """The float64 output for `inputs`, on the CPU."""
-        return self._truth(inputs).to("cpu", torch.float64)
-
-    def _truth(self, inputs: list[Any]) -> torch.Tensor:
+    def _forward(self, model: torch.nn.Module, precision: str, args: list[Any]) -> tuple[torch.Tensor, float]:
+        """The output and one eager call's seconds."""
+        if self.forwards is not None:
+            return self.forwards.run((self.label, precision), model, args)
         with torch.no_grad():
-            out: torch.Tensor = self.model64(*refmod.to_device(inputs, self.device, torch.float64))
-            return out.detach()
-
-    def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, wire.ReferenceError_]:
-        with torch.no_grad():
-            truth = self._truth(inputs)
-            args = refmod.to_device(inputs, self.device)
             _sync(self.device)
             start = time.perf_counter()
-            out = self.model32(*args).detach()
+            out: torch.Tensor = model(*args).detach()
             _sync(self.device)
-            seconds = time.perf_counter() - start
+        return out, time.perf_counter() - start
+
+    def truth(self, inputs: list[Any]) -> torch.Tensor:
+        """The float64 output for `inputs`, on the device."""
+        return self._forward(self.model64, "fp64", refmod.to_device(inputs, self.device, torch.float64))[0]
+
+    def truth_and_error(self, inputs: list[Any]) -> tuple[torch.Tensor, wire.ReferenceError_]:
+        """The float64 output on the device, and the fp32 reference's error against it."""
+        truth = self.truth(inputs)
+        out, seconds = self._forward(self.model32, "fp32", refmod.to_device(inputs, self.device))
+        with torch.no_grad():
             diff = out.to(torch.float64) - truth
             norm = float(torch.linalg.vector_norm(truth))
             error = wire.ReferenceError_(
@@ -88,7 +103,7 @@ class Judge:
                 ref_rel_l2_err=float(torch.linalg.vector_norm(diff)) / norm if norm > 0 else 0.0,
                 ref_call_s=seconds,
             )
-        return truth.to("cpu", torch.float64), error
+        return truth, error
 
     def release(self) -> None:
         self.model32.to("cpu")
@@ -106,11 +121,19 @@ def pins_of(item: orders.TruthCase | orders.TruthShape) -> dict[str, SizeValue]:
     return dict(item.pins or item.sizes)
 
 
-def prepare_case(req: orders.TruthRequest, item: orders.TruthCase, device: str) -> wire.CaseReady:
+def structure(req: orders.TruthRequest, item: orders.TruthCase | orders.TruthShape) -> Hashable:
+    """What makes two items' reference the same computation, bar the values (tools/worker/graphs.py)."""
+    return (req.reference_source, tuple(sorted(pins_of(item).items())))
+
+
+def prepare_case(
+    req: orders.TruthRequest, item: orders.TruthCase, device: str, forwards: ForwardCache | None = None
+) -> wire.CaseReady:
     case = item.case
     built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
-    judge = Judge(built["model"], device)
+    judge = Judge(built["model"], device, forwards, structure(req, item))
     truth, error = judge.truth_and_error(built["inputs"])
+    truth = truth.to("cpu", torch.float64)
     judge.release()
     torch.save(
         {
@@ -144,7 +167,30 @@ def reference_timing(
     return TimingStats.model_validate(samples.stats())
 
 
-def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: str, channel: Channel) -> None:
+Kept = dict[str, list[torch.Tensor]]  # shape -> its checked calls' truth, on the device
+
+
+def truth_facts(
+    truths: list[torch.Tensor], tolerance: Tolerance | None, first: wire.ReferenceError_
+) -> dict[str, bool]:
+    """What the judge needs to know of a shape's truth besides comparing outputs with it (wire.TimingReady)."""
+    return {
+        "truth_finite": all(bool(torch.isfinite(t).all()) for t in truths),
+        "truth_varies": truths_vary(truths),
+        "constant_passes": tolerance is not None and constant_passes(truths[0], tolerance, first),
+    }
+
+
+def prepare_timing(
+    req: orders.TruthRequest,
+    item: orders.TruthShape,
+    device: str,
+    channel: Channel,
+    keep: Kept | None = None,
+    forwards: ForwardCache | None = None,
+) -> None:
+    """One shape's base inputs (to the shared folder) and its checked calls' truth: into `keep` (the warm
+    server's, on the device) or to the private folder."""
     case = Case(name=item.name)
     built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
     if not item.truth_offsets:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
@@ -157,12 +203,13 @@ def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: st
     # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
     # set rolled by that call's secret offset (tools/worker/fresh.py).
     sets = [fresh.rolled(built["inputs"], offset) for offset in item.truth_offsets]
-    judge = Judge(built["model"], device)
+    judge = Judge(built["model"], device, forwards, structure(req, item))
     # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
     # others are the same values rolled, and a third of this shape's reference calls went to them.
     first, error = judge.truth_and_error(sets[0])
     truths = [first, *(judge.truth(inputs) for inputs in sets[1:])]
     ref_errors = [error] * len(sets)
+    facts = truth_facts(truths, req.tolerance, error)
     judge.release()
     torch.save(
         {
@@ -174,7 +221,10 @@ def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: st
         },
         item.data_path,
     )
-    torch.save(truths, item.truth_path)
+    if keep is not None:
+        keep[item.name] = truths
+    else:
+        torch.save([t.to("cpu", torch.float64) for t in truths], item.truth_path)
     del truths
     start = time.perf_counter()
     stats = reference_timing(built, sets, device, item.reference_cfg) if item.time_reference else None
@@ -185,12 +235,16 @@ def prepare_timing(req: orders.TruthRequest, item: orders.TruthShape, device: st
             reference=stats,
             ref_errors=ref_errors,
             reference_seconds=time.perf_counter() - start,
+            **facts,
         )
     )
 
 
-def run_request(req: orders.TruthRequest, channel: Channel) -> int:
-    """One evaluation's data and truth: every case, then every timing shape."""
+def run_request(
+    req: orders.TruthRequest, channel: Channel, keep: Kept | None = None, forwards: ForwardCache | None = None
+) -> int:
+    """One evaluation's data and truth: every case, then every timing shape (their truth into `keep`
+    where given; the reference's forwards through `forwards`, the warm server's graphs, where given)."""
     device = req.device
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
@@ -200,10 +254,10 @@ def run_request(req: orders.TruthRequest, channel: Channel) -> int:
     try:
         for case in req.cases:
             where = f"case {case.case.name}"
-            channel.send(prepare_case(req, case, device))
+            channel.send(prepare_case(req, case, device, forwards))
         for shape in req.timing:
             where = f"timing shape {shape.name}"
-            prepare_timing(req, shape, device, channel)
+            prepare_timing(req, shape, device, channel, keep, forwards)
     except Exception as exc:
         channel.send(
             wire.TruthError(
@@ -221,17 +275,67 @@ def main(request_path: str, fd: str) -> int:
     return run_request(orders.TruthRequest.model_validate_json(Path(request_path).read_text()), channel)
 
 
+MAX_KEPT = 4  # evaluations whose truth the server keeps at once (one running, one or two made ahead)
+
+
+def recheck(req: orders.RecheckRequest, kept: Kept | None, channel: Channel) -> int:
+    """The candidate's timed outputs against the truth kept for them, on the device where it is."""
+    if kept is None:
+        channel.send(wire.TruthError(where="recheck", message=f"no truth is kept under {req.handle}"))
+        return 1
+    for shape in req.shapes:
+        truths = kept.get(shape.name)
+        if truths is None:
+            channel.send(wire.TruthError(where=f"recheck {shape.name}", message="no truth kept for it"))
+            return 1
+        try:
+            outs = torch.load(shape.out_path, weights_only=True)
+        except Exception as exc:  # the candidate's file: its fault, not the harness's
+            bad = CaseResult(name=f"{shape.name}/timed", status="error", message=f"unreadable outputs: {exc}")
+            channel.send(wire.Rechecked(name=shape.name, results=[bad]))
+            continue
+        results = compare_calls(
+            shape.name, outs, truths, shape.kept, req.tolerance, shape.sizes, shape.ref_errors
+        )
+        del outs
+        channel.send(wire.Rechecked(name=shape.name, results=results))
+    return 0
+
+
+def serve_one(
+    request: orders.ServedRequest,
+    kept: dict[str, Kept],
+    channel: Channel,
+    forwards: ForwardCache | None = None,
+) -> int:
+    match request:
+        case orders.TruthRequest(keep_as=str(handle)):
+            while len(kept) >= MAX_KEPT:  # an evaluation that never said it ended
+                kept.pop(next(iter(kept)))
+            return run_request(request, channel, kept.setdefault(handle, {}), forwards)
+        case orders.TruthRequest():
+            return run_request(request, channel, None, forwards)
+        case orders.RecheckRequest():
+            return recheck(request, kept.get(request.handle), channel)
+        case orders.ForgetRequest():
+            kept.pop(request.handle, None)
+            return 0
+
+
 def serve(fd: str) -> int:
-    """The warm truth worker (tools/supervise/truth_server.py): one request per stdin line, each answered on the channel
-    and closed by `finished`; CUDA stays initialised between requests, its cached memory is released."""
+    """The warm truth worker (tools/supervise/truth_server.py): one request per stdin line, each answered on the
+    channel and closed by `finished`; CUDA stays initialised between requests, the timing shapes' truth of
+    the evaluations in flight stays on the device, other cached memory is released."""
     channel = Channel(int(fd))
     if torch.cuda.is_available():
         torch.empty(1, device="cuda")
     channel.send(wire.Ready())
+    kept: dict[str, Kept] = {}
+    forwards = ForwardCache() if torch.cuda.is_available() else None
     for line in sys.stdin:
         served = orders.ServedTruthRequest.model_validate_json(line)
         channel.send(wire.Ready(id=served.id))
-        code = run_request(served.request, channel)
+        code = serve_one(served.request, kept, channel, forwards)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         channel.send(wire.RequestFinished(id=served.id, returncode=code))

@@ -283,7 +283,7 @@ class Server:
         self.sock, self.pidns = sock, pidns
         self.netns, self.no_caps = not support["netns"], not support["no_caps"]
         self.children: set[int] = set()
-        self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket (one at most)
+        self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket, oldest first
         self.prepared_kind: PreparedKey | None = None  # which orders it may serve
         self.reported: set[int] = set()  # prepared workers whose `prepared` we relayed
 
@@ -298,15 +298,22 @@ class Server:
 
     def prepare(self, order: orders.PrepareOrder) -> None:
         """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
-        replaced: the evaluator has moved to another problem, or asks for other containment)."""
+        replaced: the evaluator has moved to another problem, or asks for other containment). One still
+        being made is said to be prepared when it is (`relay_prepared`), not now: a harness that waits for
+        it (a prefetch) must wait for the real thing (on the H200 its profiler's start alone takes ~4 s)."""
         kind = PreparedKey(order.kind, self._contained(order.containment))
-        if self.prepared and self.prepared_kind == kind:
-            _send(self.sock, wire.WorkerPrepared(pid=next(iter(self.prepared))))
-            return
-        for pid, ours in list(self.prepared.items()):
-            self.prepared.pop(pid)
-            ours.close()  # it reads an empty order and exits
-        self.prepared_kind = kind
+        if self.prepared_kind != kind:
+            for pid, ours in list(self.prepared.items()):
+                self.prepared.pop(pid)
+                ours.close()  # it reads an empty order and exits
+            self.prepared_kind = kind
+        for pid in self.prepared:
+            if pid in self.reported:
+                _send(self.sock, wire.WorkerPrepared(pid=pid))
+        for _ in range(order.count - len(self.prepared)):
+            self._make_prepared(kind)
+
+    def _make_prepared(self, kind: PreparedKey) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pid = self._fork()
         if pid == 0:
@@ -322,7 +329,9 @@ class Server:
         order = order.model_copy(update={"containment": self._contained(order.containment)})
         key = PreparedKey(order.kind, order.containment) if order.kind is not None else None
         if key is not None and key == self.prepared_kind and self.prepared:
-            pid, ours = self.prepared.popitem()
+            ready = [p for p in self.prepared if p in self.reported]
+            pid = ready[0] if ready else next(iter(self.prepared))  # else the one furthest along
+            ours = self.prepared.pop(pid)
             try:
                 socket.send_fds(ours, [order.model_dump_json().encode()], fds)
             except OSError:

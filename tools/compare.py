@@ -1,4 +1,7 @@
-"""The verdict on one output: float64 truth, elementwise atol/rtol AND relative-L2, with the worst element."""
+"""The verdict on one output: float64 truth, elementwise atol/rtol AND relative-L2, with the worst element.
+
+Shared by the parent (correctness cases; timed outputs on the cold path) and the warm truth server, which
+judges timed outputs where their truth is, on the device (tools/worker/truth.py)."""
 
 from __future__ import annotations
 
@@ -114,5 +117,39 @@ def constant_passes(truth: torch.Tensor, spec_tol: Tolerance, ref_err: Reference
     low, high = float(t.min()), float(t.max())
     if high - low > 2 * (tol.atol + tol.rtol * max(abs(low), abs(high))):
         return False
-    constant = torch.full(t.shape, float(t.mean()), dtype=torch.float32)
+    constant = torch.full(t.shape, float(t.mean()), dtype=torch.float32, device=t.device)
     return compare("constant", constant, t, spec_tol, {}, ref_err).status == "passed"
+
+
+def compare_calls(
+    name: str,
+    outs: object,
+    truths: list[torch.Tensor],
+    kept: dict[int, int],
+    spec_tol: Tolerance,
+    sizes: dict[str, SizeValue],
+    ref_errors: list[ReferenceError_ | None],
+) -> list[CaseResult]:
+    """A timing shape's checked calls: `outs` (what the candidate wrote, slot -> output) against the truth
+    of each slot's inputs, on the truth's device; `kept` maps each slot to the call it came from."""
+    if not isinstance(outs, dict):
+        return [CaseResult(name=f"{name}/timed", status="error", message="unreadable outputs: not a dict")]
+    errors = [*ref_errors] or [None] * len(truths)
+    results = []
+    for slot, call in sorted(kept.items()):
+        label = f"{name}/call{call}"
+        out = outs.get(slot)
+        if not isinstance(out, torch.Tensor) or not 0 <= slot < len(truths):
+            results.append(
+                CaseResult(name=label, status="error", message="the checked call's output is missing")
+            )
+            continue
+        truth = truths[slot]
+        results.append(compare(label, out.to(truth.device), truth, spec_tol, sizes, errors[slot]))
+    return results
+
+
+def truths_vary(truths: list[torch.Tensor]) -> bool:
+    """Whether the checked calls' true outputs differ (a problem whose output ignores where values sit,
+    a sum over everything say, gives one output for every shift: a repeat is honest there)."""
+    return len(truths) < 2 or any(not torch.equal(truths[0], t) for t in truths[1:])

@@ -1,0 +1,83 @@
+"""The warm truth server's CUDA graphs (tools/worker/graphs.py): a replay gives what an eager run gives, bit
+for bit, with each evaluation's own weights and inputs; what cannot be captured, or replays differently,
+runs eagerly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tools.problem import Case
+from tools.worker import refmod
+from tools.worker.graphs import VERIFY_USES, ForwardCache
+
+REFERENCE = Path(__file__).resolve().parent.parent / "problems" / "selective_scan" / "reference.py"
+SIZES = {"batch_size": 2, "seq_len": 48, "d_model": 32, "d_state": 8}
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def evaluation(seed: int) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    built = refmod.build_case(REFERENCE.read_text(), Case(name="g"), SIZES, seed)
+    model = built["model"].double().cuda()
+    return model, [t.double().cuda() for t in built["inputs"]]
+
+
+def test_off_the_gpu_every_forward_runs_eagerly() -> None:
+    built = refmod.build_case(REFERENCE.read_text(), Case(name="g"), SIZES, 5)
+    cache = ForwardCache(budget_bytes=1 << 30)
+    out, seconds = cache.run("scan", built["model"], built["inputs"])
+    with torch.no_grad():
+        assert torch.equal(out, built["model"](*built["inputs"]))
+    assert (cache.eager, cache.replays, seconds > 0) == (1, 0, True)
+
+
+@pytest.mark.gpu
+@gpu
+def test_replays_give_each_evaluations_eager_output_bit_for_bit() -> None:
+    cache = ForwardCache()
+    for seed in range(VERIFY_USES + 3):  # new weights and inputs each time, as each evaluation has
+        model, inputs = evaluation(seed)
+        out, _ = cache.run("scan", model, inputs)
+        with torch.no_grad():
+            assert torch.equal(out, model(*inputs))
+        assert not torch.equal(out, cache.run("scan", *evaluation(seed + 100))[0])  # a copy, not the graph's
+    assert cache.replays >= VERIFY_USES + 2
+    assert 0 < cache.held_bytes() <= cache.budget()
+
+
+class RandomInside(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.randn_like(x)
+
+
+class SyncInside(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2 if float(x.sum()) > 0 else x  # a host sync: not capturable
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("model", [RandomInside(), SyncInside()], ids=["random", "sync"])
+def test_a_forward_that_replays_differently_or_cannot_be_captured_runs_eagerly(
+    model: torch.nn.Module,
+) -> None:
+    cache = ForwardCache()
+    for _ in range(VERIFY_USES + 2):
+        x = torch.randn(64, device="cuda", dtype=torch.float64)
+        out, _ = cache.run("odd", model, [x])
+        assert out.shape == x.shape
+    assert cache.held_bytes() == 0
+    assert cache.eager >= VERIFY_USES + 2
+
+
+@pytest.mark.gpu
+@gpu
+def test_a_graph_over_the_memory_budget_is_not_kept() -> None:
+    cache = ForwardCache(budget_bytes=1)
+    for seed in range(3):
+        model, inputs = evaluation(seed)
+        cache.run("scan", model, inputs)
+    assert (cache.replays, cache.held_bytes()) == (0, 0)

@@ -268,3 +268,47 @@ def test_asking_for_a_worker_made_ahead_does_not_wait_for_the_zygote_to_start(ti
         assert zygote.prepared_pids
     finally:
         pool.shutdown()
+
+
+def test_a_cuda_evaluation_with_cores_to_spare_has_the_next_ones_worker_made_beside_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Back to back on the H200 each evaluation waited 4.7 s for its worker (CUDA context, cuBLAS, the
+    profiler), made only after the one before it ended: one is now made beside each CUDA evaluation, one more
+    per other evaluation in flight (AHEAD bounds it). A CPU timing reads the host clock: nothing beside it."""
+    import importlib
+
+    from tools.supervise.pool import AHEAD
+
+    bench_module = importlib.import_module("tools.benchmark")  # the module: `tools.benchmark` is the tool
+
+    monkeypatch.setattr(bench_module, "cores_to_spare", lambda: True)
+    assert bench_module.workers_ahead("cuda", running=0) == 2
+    assert bench_module.workers_ahead("cuda", running=1) == 3
+    assert bench_module.workers_ahead("cuda", running=5) == 1 + AHEAD
+    assert bench_module.workers_ahead("cpu", running=0) == 1
+    monkeypatch.setattr(bench_module, "cores_to_spare", lambda: False)
+    assert bench_module.workers_ahead("cuda", running=0) == 1
+
+
+def test_the_zygote_makes_as_many_workers_ahead_as_asked() -> None:
+    """`prepare_worker(kind, count)` leaves `count` workers made or being made, the ones already there
+    counted: asking again for the same count makes none more."""
+    import time
+
+    from tools.supervise.pool import WarmPool
+
+    pool = WarmPool()
+    try:
+        pool.prepare_worker("cpu", 2)
+        zygote = pool.zygote()
+        deadline = time.monotonic() + 120
+        while len(zygote.prepared_pids) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(zygote.prepared_pids) == 2
+        first = set(zygote.prepared_pids)
+        pool.prepare_worker("cpu", 2)
+        time.sleep(1.0)
+        assert zygote.prepared_pids == first
+    finally:
+        pool.shutdown()

@@ -37,6 +37,7 @@ from tools.results import (
     TimingStats,
 )
 from tools.supervise import DeviceTurns, WarmPool, kernel_hash, pool_for, visible_gpu
+from tools.supervise.pool import AHEAD
 from tools.toolspec import ToolSpec
 
 __all__ = [
@@ -100,7 +101,7 @@ def benchmark(
         # A zygote not yet running starts now, beside the truth worker, unless that worker times the
         # reference on a few cores: a torch import beside it would slow the reference and inflate speedups.
         ev.zygote()
-        ev.prepare_worker(worker_kind(problem))
+        ev.prepare_worker(worker_kind(problem), workers_ahead(worker_kind(problem), ev.running))
     waiting = time.monotonic()
     # Taken before the device lock: a prefetch still running holds that lock until it is done.
     ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
@@ -161,6 +162,18 @@ def cores_to_spare() -> bool:
         return len(os.sched_getaffinity(0)) >= SPARE_CORES
     except AttributeError:  # not Linux
         return (os.cpu_count() or 1) >= SPARE_CORES
+
+
+def workers_ahead(kind: str, running: int) -> int:
+    """How many workers an evaluation starting now asks the zygote to hold made or being made: its own and,
+    for a CUDA evaluation on a host with cores to spare, one for the evaluation after it and one for each
+    other evaluation in flight. A CUDA worker's start (context, cuBLAS, the profiler: ~4 s on the H200) then
+    runs beside this evaluation instead of after it: back to back, each evaluation waited 4.7 s for it (H200,
+    2026-12-02). A CUDA timing reads the device's clock, which another process's start does not move (its two
+    warm-up kernels are microseconds); a CPU timing reads the host's, so a CPU worker is made only after."""
+    if kind != "cuda" or not cores_to_spare():
+        return 1
+    return 2 + min(running, AHEAD - 1)
 
 
 def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:

@@ -128,17 +128,17 @@ class WarmPool:
     ) -> ChildOutcome:
         return self.zygote().launch(cwd, env, request_path, deadline, on_message, seal)
 
-    def prepare_worker(self, kind: orders.WorkerKind) -> None:
-        """Start making a worker for an evaluation of `kind` now, beside the truth of an evaluation, and
-        return at once: a zygote still starting (its torch import: 1.5 s on a 2-core CPU) takes the order from
+    def prepare_worker(self, kind: orders.WorkerKind, count: int = 1) -> None:
+        """Start making workers for evaluations of `kind` now, up to `count` made or being made, beside the
+        truth of an evaluation, and return at once: a zygote still starting (its torch import: 1.5 s on a 2-core CPU) takes the order from
         a thread once it is up. Asked inline, the evaluation waited for that start before its truth began
         (on the H200 part of ~6 s that no phase named, in every one-shot `agent bench`)."""
         zygote = self.zygote()
         if zygote.ready.is_set():
-            zygote.request_prepared(kind)
+            zygote.request_prepared(kind, count)
             return
         threading.Thread(
-            target=zygote.request_prepared, args=(kind,), name="prepare-worker", daemon=True
+            target=zygote.request_prepared, args=(kind, count), name="prepare-worker", daemon=True
         ).start()
 
     def replace_zygote(self) -> None:

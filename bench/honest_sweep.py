@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from tools import benchmark, compile_kernel  # noqa: E402
 from tools.envinfo import collect_env  # noqa: E402
 from tools.problem import load_problem  # noqa: E402
-from tools.results import BenchResult  # noqa: E402
+from tools.results import BenchResult, EnvInfo  # noqa: E402
 
 HOG = "while True: pass"
 
@@ -83,6 +83,30 @@ def row(kernel: str, loaded: bool, r: BenchResult) -> dict[str, Any]:
     }
 
 
+def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
+    bad = [r for r in rows if r["status"] != "ok" or r["flags"]]
+    return {
+        "evaluations": len(rows),
+        "loaded": sum(r["loaded"] for r in rows),
+        "ok_clean": len(rows) - len(bad),
+        "not_ok_or_flagged": len(bad),
+    }
+
+
+def write_record(path: Path, env: EnvInfo, hogs: int, rows: list[dict[str, Any]]) -> None:
+    record = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        "gpu": env.gpu,
+        "torch": env.torch,
+        "harness_sha": env.harness_sha,
+        "host_cores": os.cpu_count(),
+        "hogs": hogs,
+        "summary": summarize(rows),
+        "rows": rows,
+    }
+    path.write_text(json.dumps(record, indent=1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("problem")
@@ -98,6 +122,7 @@ def main() -> int:
         comp = compile_kernel(problem, code)
         print(f"compiled {name}: {comp.status} {comp.seconds:.1f} s", flush=True)
     rows: list[dict[str, Any]] = []
+    env = collect_env(problem)
     for i in range(args.rounds):
         loaded = args.load_every > 0 and i % args.load_every == args.load_every - 1
         with busy_cores(args.hogs) if loaded else contextlib.nullcontext():
@@ -112,26 +137,11 @@ def main() -> int:
                     f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms {r['message'][:160]}",
                     flush=True,
                 )
-    bad = [r for r in rows if r["status"] != "ok" or r["flags"]]
-    summary = {
-        "evaluations": len(rows),
-        "loaded": sum(r["loaded"] for r in rows),
-        "ok_clean": len(rows) - len(bad),
-        "not_ok_or_flagged": len(bad),
-    }
+                if args.json_out:  # after every evaluation: a sweep cut by its time limit keeps what ran
+                    write_record(Path(args.json_out), env, args.hogs, rows)
+    summary = summarize(rows)
     print(json.dumps(summary))
-    if args.json_out:
-        env = collect_env(problem)
-        record = {
-            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
-            "gpu": env.gpu,
-            "torch": env.torch,
-            "host_cores": os.cpu_count(),
-            "hogs": args.hogs,
-            "summary": summary,
-            "rows": rows,
-        }
-        Path(args.json_out).write_text(json.dumps(record, indent=1))
+    bad = summary["not_ok_or_flagged"]
     return 0 if not bad else 1
 
 

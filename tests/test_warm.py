@@ -312,3 +312,73 @@ def test_the_zygote_makes_as_many_workers_ahead_as_asked() -> None:
         assert zygote.prepared_pids == first
     finally:
         pool.shutdown()
+
+
+def test_a_truth_server_in_use_outlives_another_problems_start() -> None:
+    """Two problems evaluated at once in one pool (`agent suite --jobs 2`): starting the second's truth
+    server stopped the first's between two of its requests, and the truth it kept for the evaluation in
+    flight with it (CI: SIGKILL, `harness_error`). A server is retired for another problem's only when no
+    evaluation claims it; once retired it cannot be claimed again, and its problem gets a new one."""
+    pool = WarmPool()
+    try:
+        a = pool.truth_server("a")
+        b = pool.truth_server("b")
+        assert a.alive()
+        assert b.alive()
+        a.release()
+        c = pool.truth_server("c")
+        assert not a.alive()  # unclaimed and idle: retired to make room for c
+        assert b.alive()
+        assert c.alive()
+        assert not a.claim()
+        again = pool.truth_server("a")
+        assert again is not a
+        assert again.alive()
+        for server in (b, c, again):
+            server.release()
+    finally:
+        pool.shutdown()
+
+
+def test_truth_made_ahead_waits_unclaimed_and_is_not_used_once_its_server_is_retired(
+    tiny: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A truth made ahead keeps no claim while it waits (an idle problem's server may make room for
+    another's); the evaluation that takes it claims the server again, or, where the server was retired,
+    makes its truth anew rather than judging against truth that is gone."""
+    from tools.cache.reference_times import ReferenceTimes
+    from tools.envinfo import collect_env
+    from tools.judge._plan import obtain, prepare
+    from tools.results import TimingStats
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))  # a reference time of its own, served
+    env = collect_env(tiny)
+    cached = TimingStats(median_ms=5.0, rse=0.01, n=5, min_ms=4.9, max_ms=5.1, mean_ms=5.0, clock="host")
+    for shape in tiny.spec.timing:
+        ReferenceTimes(tiny, env).put(shape, cached)
+    pool = WarmPool()
+    try:
+        ahead = prepare(tiny, env, 1234, pool=pool, parent=pool.staging, ahead=True)
+        assert ahead.ok
+        assert ahead.kept is not None
+        assert not ahead.kept.claimed
+        taken = obtain(tiny, env, None, False, pool, ahead, {})
+        assert taken is ahead
+        assert ahead.kept.claimed
+        taken.discard()
+        assert not ahead.kept.claimed
+
+        stale = prepare(tiny, env, 5678, pool=pool, parent=pool.staging, ahead=True)
+        assert stale.kept is not None
+        other = pool.truth_server("another problem")  # retires the tiny problem's idle server
+        assert not stale.kept.usable()
+        fresh = obtain(tiny, env, None, False, pool, stale, {})
+        assert fresh is not stale
+        assert fresh.ok
+        assert fresh.kept is not None
+        assert fresh.kept.server is not stale.kept.server
+        assert fresh.kept.claimed
+        fresh.discard()
+        other.release()
+    finally:
+        pool.shutdown()

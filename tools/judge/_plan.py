@@ -308,9 +308,22 @@ class KeptTruth:
     server: TruthServer
     handle: str
     tolerance: Tolerance
+    claimed: bool = True  # the server was handed out claimed (WarmPool.truth_server)
 
     def usable(self) -> bool:
         return self.server.alive()
+
+    def reclaim(self) -> bool:
+        """Claim the server again for the evaluation that takes this truth, made ahead and left unclaimed
+        (`unclaim`) meanwhile; False where the pool has retired it since (another problem's server started),
+        and the truth with it."""
+        self.claimed = self.claimed or self.server.claim()
+        return self.claimed
+
+    def unclaim(self) -> None:
+        if self.claimed:
+            self.claimed = False
+            self.server.release()
 
     def recheck(self, shapes: list[orders.RecheckShape]) -> Rechecks:
         """The server's verdicts on the checked calls of `shapes`; `TruthLost` where it gave none."""
@@ -359,6 +372,7 @@ class Prepared:
         self.truths.clear()
         if self.kept is not None:
             self.kept.forget()
+            self.kept.unclaim()
         self.job.cleanup()
 
 
@@ -370,8 +384,10 @@ def prepare(
     refresh_reference: bool = False,
     pool: WarmPool | None = None,
     parent: Path | None = None,
+    ahead: bool = False,
 ) -> Prepared:
-    """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one."""
+    """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one. Made `ahead`
+    of its evaluation, its server is not kept claimed while it waits (`KeptTruth.reclaim`)."""
     job = Job.create(None, parent)
     kept: KeptTruth | None = None
     try:
@@ -386,9 +402,12 @@ def prepare(
         if truth.first(wire.Done) is not None:
             plan = plan.with_reference_errors(truth)
             truths = plan.take_truth()
+        if ahead and kept is not None:
+            kept.unclaim()
     except BaseException:
         if kept is not None:
             kept.forget()
+            kept.unclaim()
         job.cleanup()
         raise
     return Prepared(job, plan, master, truth, truths, phases.truth_phases(truth), kept)
@@ -413,7 +432,7 @@ def obtain(
 ) -> Prepared:
     """The evaluation prepared ahead of time where it fits; otherwise data and truth made now."""
     if pool is not None and ready is not None:
-        if prefetch_usable(ready, problem, env):
+        if prefetch_usable(ready, problem, env) and (ready.kept is None or ready.kept.reclaim()):
             old = ready.job.move_to(pool.jobs_dir)
             ready.plan = ready.plan.relocated(old, ready.job.root).retuned(problem)
             return ready
@@ -435,7 +454,7 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
     problem with its context, cuBLAS and profiler started), while the caller thinks."""
 
     def make() -> Prepared:
-        return prepare(problem, env, secrets.randbits(62), pool=pool, parent=pool.staging)
+        return prepare(problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True)
 
     # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
     truth = make if reference_cached(problem, env) else None

@@ -156,18 +156,27 @@ class WarmPool:
     # --- truth side ----------------------------------------------------------------------------------
 
     def truth_server(self, key: str) -> TruthServer:
+        """The truth server of problem `key`, claimed for the caller (`TruthServer.release` gives it back).
+        Starting one stops the other problems' servers that nobody claims: one problem at a time bounds
+        device memory, but an evaluation in flight (a suite's other problem, say) keeps its server and the
+        truth it keeps there."""
         with self._lock:
             server = self._truth.get(key)
-            if server is None or not server.alive():
-                for name, other in list(self._truth.items()):  # one problem at a time bounds device memory,
-                    if not other.busy():  # but a request in flight (another problem's prefetch) finishes
-                        other.stop()
-                        del self._truth[name]
-                server = self._truth[key] = TruthServer(self.root, self.extra_env)
+            if server is not None and server.claim():
+                return server
+            for name, other in list(self._truth.items()):
+                if other.retire_if_idle() or not other.alive():
+                    del self._truth[name]
+            server = self._truth[key] = TruthServer(self.root, self.extra_env)
+            server.claim()
             return server
 
     def run_truth(self, key: str, request: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
-        return self.truth_server(key).request(request, deadline)
+        server = self.truth_server(key)
+        try:
+            return server.request(request, deadline)
+        finally:
+            server.release()
 
     def start_prefetch(
         self, key: str, prepare: Callable[[], Any] | None, *, worker: orders.WorkerKind | None = None

@@ -52,10 +52,36 @@ class TruthServer:
             threading.Thread(target=target, args=args, daemon=True).start()
         self.ready = False
         self._one_at_a_time = threading.Lock()  # a prefetch's truth, a re-check, a forget: in turn
+        self._claims = 0  # evaluations that need this server alive (`claim`)
+        self._claims_lock = threading.Lock()
+        self._retired = False
 
     def busy(self) -> bool:
         """A request is in flight or waiting."""
         return self._one_at_a_time.locked()
+
+    def claim(self) -> bool:
+        """Keep this server from being retired until `release`: an evaluation whose truth it keeps, or a
+        caller about to send it a request. False where it is retired or dead (a truth it kept is gone)."""
+        with self._claims_lock:
+            if self._retired or not self.alive():
+                return False
+            self._claims += 1
+            return True
+
+    def release(self) -> None:
+        with self._claims_lock:
+            self._claims -= 1
+
+    def retire_if_idle(self) -> bool:
+        """Stop the server unless a claim or a request holds it (the pool makes room for another
+        problem's). Only truth kept for evaluations not yet started is lost then: they are not used."""
+        with self._claims_lock:
+            if self._claims or self.busy():
+                return False
+            self._retired = True
+        self.stop()
+        return True
 
     def alive(self) -> bool:
         return self.proc.poll() is None

@@ -112,8 +112,8 @@ def benchmark(
                 turns.to("shared")  # truth and checks beside others' work; only a timed loop holds it alone
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
             prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock)
-            prepared.job.write_kernel(kernel_code)
             try:
+                prepared.job.write_kernel(kernel_code)
                 result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock, turns)
             finally:
                 prepared.discard()

@@ -302,8 +302,8 @@ class TruthLost(Exception):
 class KeptTruth:
     """The timing shapes' truth of one evaluation, kept on the device by the warm truth server `server`
     under `handle` (never copied to the host, written to a file or read by this process). Only that server
-    process has it: one started since (the pool stops a problem's server when another problem's starts)
-    does not."""
+    process has it: one started since (the pool retires an idle, unclaimed server when another problem's
+    starts) does not. An evaluation using this truth holds a claim on the server (`claimed`)."""
 
     server: TruthServer
     handle: str

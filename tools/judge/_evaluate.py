@@ -17,8 +17,9 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
+from tools.judge._kept import TruthLost
 from tools.judge._paired import check_cached_reference
-from tools.judge._plan import Prepared, TruthLost
+from tools.judge._plan import Prepared
 from tools.judge._static_checks import RULES
 from tools.judge._verdicts import (
     Verdicts,

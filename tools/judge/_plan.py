@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
+from tools.judge._kept import KeptTruth
 from tools.kbfile import SizeValue
-from tools.problem import Problem, Tolerance
-from tools.results import CaseResult, EnvInfo, TimingStats
+from tools.problem import Problem
+from tools.results import EnvInfo, TimingStats
 from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, child_env, run_child
-from tools.supervise.truth_server import TruthServer
 from tools.worker.refmod import derive_seed
 
 
@@ -288,67 +287,6 @@ def run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     env = child_env(workdir, harness=job.harness)
     deadline = Deadline(problem.spec.limits.eval_timeout_s)
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
-
-
-Rechecks = dict[str, list[CaseResult]]  # shape -> its checked calls' verdicts
-Rechecker = Callable[[list[orders.RecheckShape]], Rechecks]
-
-
-class TruthLost(Exception):
-    """The truth server that kept an evaluation's truth could not judge its outputs (it died, say)."""
-
-
-@dataclass
-class KeptTruth:
-    """The timing shapes' truth of one evaluation, kept on the device by the warm truth server `server`
-    under `handle` (never copied to the host, written to a file or read by this process). Only that server
-    process has it: one started since (the pool retires an idle, unclaimed server when another problem's
-    starts) does not. An evaluation using this truth holds a claim on the server (`claimed`)."""
-
-    server: TruthServer
-    handle: str
-    tolerance: Tolerance
-    claimed: bool = True  # the server was handed out claimed (WarmPool.truth_server)
-
-    def usable(self) -> bool:
-        return self.server.alive()
-
-    def reclaim(self) -> bool:
-        """Claim the server again for the evaluation that takes this truth, made ahead and left unclaimed
-        (`unclaim`) meanwhile; False where the pool has retired it since (another problem's server started),
-        and the truth with it."""
-        self.claimed = self.claimed or self.server.claim()
-        return self.claimed
-
-    def unclaim(self) -> None:
-        if self.claimed:
-            self.claimed = False
-            self.server.release()
-
-    def recheck(self, shapes: list[orders.RecheckShape]) -> Rechecks:
-        """The server's verdicts on the checked calls of `shapes`; `TruthLost` where it gave none."""
-        if not self.usable():
-            raise TruthLost("the truth server that kept this evaluation's truth has stopped")
-        request = orders.RecheckRequest(handle=self.handle, tolerance=self.tolerance, shapes=shapes)
-        outcome = self.server.request(request, Deadline(RECHECK_TIMEOUT_S))
-        answers = {m.name: m.results for m in outcome.all(wire.Rechecked)}
-        if outcome.returncode != 0 or any(s.name not in answers for s in shapes):
-            err = outcome.first(wire.TruthError)
-            why = err.message if err else _exit_of(outcome)
-            raise TruthLost(f"the truth server could not re-check the timed outputs: {why}")
-        return answers
-
-    def forget(self) -> None:
-        if self.usable():
-            self.server.request(orders.ForgetRequest(handle=self.handle), Deadline(FORGET_TIMEOUT_S))
-
-
-FORGET_TIMEOUT_S = 30.0
-RECHECK_TIMEOUT_S = 120.0  # loading and comparing a few GB of outputs on the device takes seconds
-
-
-def _exit_of(outcome: ChildOutcome) -> str:
-    return "it timed out" if outcome.timed_out else f"it ended with exit {outcome.returncode}"
 
 
 @dataclass

@@ -14,7 +14,8 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.compare import compare, compare_calls, constant_passes
 from tools.judge._calls import CallSchedule
-from tools.judge._plan import Plan, PlannedShape, Rechecker, Rechecks
+from tools.judge._kept import Rechecker, Rechecks
+from tools.judge._plan import Plan, PlannedShape
 from tools.judge._ratio import speedup_interval
 from tools.judge._static_checks import RULES
 from tools.problem import Problem, TimingShape
@@ -189,7 +190,7 @@ def timing_results(
     ref_msgs: dict[str, TimingStats | None],
     only: set[str] | None = None,
 ) -> tuple[list[ShapeTiming], KernelUsage | None]:
-    """Each shape's timing and its checked calls' verdict; `TruthLost` (tools/judge/_plan.py) where the truth
+    """Each shape's timing and its checked calls' verdict; `TruthLost` (tools/judge/_kept.py) where the truth
     server that kept a shape's truth could not judge them (a harness failure, not the candidate's)."""
     done = {m.name: m for m in outcome.all(wire.TimingDone)}
     remote: Rechecks = {}

@@ -100,6 +100,19 @@ def test_the_watchdog_moves_the_deadline_step_by_step() -> None:
     assert "budget of 100 s" in dog.explain()
 
 
+def test_a_worker_under_a_sanitizer_has_the_tools_budget_for_its_data() -> None:
+    """ASan slows the worker's own host code (torch building inputs) too: 5 s of setup was once too short on
+    a busy CI machine for the honest baseline, which was then reported as not fully sanitized."""
+    limits = Limits(eval_timeout_s=300, call_timeout_min_s=300)
+    deadline = Deadline(limits.compile_timeout_s)
+    dog = Watchdog(deadline, limits, {("case", "a"): 300.0}, budget_s=300.0, setup_s=300.0)
+    now = time.monotonic()
+    dog.on_message(wire.Imported(seconds=0.1, has_model_new=True))
+    assert deadline.at == pytest.approx(now + 300.0, abs=0.5)
+    dog.on_message(wire.CaseDone(name="a", seconds=1.0, mutated=False))
+    assert deadline.at - time.monotonic() > SETUP_S + 200
+
+
 def test_the_watchdogs_clocks_stop_while_the_parent_answers() -> None:
     """A worker waiting for its answer (the parent waits for the device) is not spending its bounds."""
     limits = Limits(eval_timeout_s=3, call_timeout_min_s=1, call_timeout_factor=50)

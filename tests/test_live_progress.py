@@ -287,7 +287,8 @@ def writing_run(tmp_path: Path) -> Iterator[tuple[RunLog, threading.Event]]:
     go = threading.Event()
 
     def writer() -> None:
-        go.wait(10)
+        go.wait()  # no timeout: the teardown sets it (a follower that took 10 s to start on a busy CI
+        # machine once saw this run end before it could stop following it)
         for turn in (2, 3):
             time.sleep(0.2)
             write_turn(log, turn)

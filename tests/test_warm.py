@@ -382,3 +382,36 @@ def test_truth_made_ahead_waits_unclaimed_and_is_not_used_once_its_server_is_ret
         other.release()
     finally:
         pool.shutdown()
+
+
+def test_a_truth_servers_start_is_not_its_first_requests_time(
+    tiny: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's start (Python, torch) has its own bound: on a busy 2-core CI machine it once took most of
+    the tiny problem's 30 s, and the first truth then timed out (`harness_error`). Here the evaluation's
+    budget of 1 s is shorter than a cold start of the server (1.7 s here), the truth itself 0.2 s, and the
+    truth is made."""
+    import time
+
+    from tests.test_gpu_path_cpu import with_budget
+    from tools.cache.reference_times import ReferenceTimes
+    from tools.envinfo import collect_env
+    from tools.judge._plan import prepare
+    from tools.results import TimingStats
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))  # a reference time served: nothing timed
+    short = with_budget(tiny, 1.0)
+    env = collect_env(short)
+    cached = TimingStats(median_ms=5.0, rse=0.01, n=5, min_ms=4.9, max_ms=5.1, mean_ms=5.0, clock="host")
+    for shape in short.spec.timing:
+        ReferenceTimes(short, env).put(shape, cached)
+    pool = WarmPool()
+    try:
+        started = time.monotonic()
+        item = prepare(short, env, 99, pool=pool, parent=pool.staging)
+        assert item.ok, item.truth.output
+        assert not item.truth.timed_out
+        item.discard()
+        assert time.monotonic() - started > 1.0  # the server's start alone took longer than the budget
+    finally:
+        pool.shutdown()

@@ -40,6 +40,7 @@ class Watchdog:
     limits: Limits
     bounds: dict[tuple[str, str], float] = field(default_factory=dict)
     budget_s: float | None = None  # a cap on the whole run, import included (a sanitizer's budget per tool)
+    setup_s: float = SETUP_S  # each step's own data (longer for a worker run under a sanitizer)
     step: str = "import (building its extensions)"
     allowed: float = 0.0
     _cap: float | None = None
@@ -55,18 +56,18 @@ class Watchdog:
         match msg:
             case wire.Imported() | wire.ImportFailed() | wire.Retime():
                 self._cap = time.monotonic() + self.limits.eval_timeout_s
-                self._allow("setup", SETUP_S)
+                self._allow("setup", self.setup_s)
             case wire.Start():
                 self._call = self.bounds.get((msg.kind, msg.name), self.limits.call_timeout_min_s)
-                self._allow(f"{msg.kind} {msg.name}", SETUP_S + self._call)
+                self._allow(f"{msg.kind} {msg.name}", self.setup_s + self._call)
             case wire.Tick() | wire.BatchBegin():
                 self._allow(self.step, self._call)
             case wire.BatchEnd():  # then its outputs are copied and written
-                self._allow(self.step, self._call + SETUP_S)
+                self._allow(self.step, self._call + self.setup_s)
             case wire.Profiling():
                 self._allow(f"profiling {msg.name}", PROFILE_S)
             case wire.CaseDone() | wire.TimingDone() | wire.CasesDone() | wire.Failed():
-                self._allow("setup", SETUP_S)
+                self._allow("setup", self.setup_s)
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
@@ -100,5 +101,5 @@ class Watchdog:
         return (
             f"{self.step} did not finish within its bound of {self.allowed:.0f} s "
             f"(max({self.limits.call_timeout_min_s:g} s, {self.limits.call_timeout_factor:g}× the reference's "
-            f"time) per call, plus {SETUP_S:g} s for its data); a kernel that never returns ends here"
+            f"time) per call, plus {self.setup_s:g} s for its data); a kernel that never returns ends here"
         )

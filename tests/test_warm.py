@@ -18,7 +18,7 @@ from tests.candidates import scan_variants as v
 from tests.helpers import REPO, TINY
 from tools import benchmark, compile_kernel
 from tools.problem import Problem
-from tools.results import BenchResult
+from tools.results import BenchResult, EnvInfo
 from tools.supervise import WarmPool
 
 LEAVES_STATE = v.replace("import torch\n", "import torch\ntorch.kagent_leftover = 1\n")
@@ -31,6 +31,21 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def serve_reference_times(problem: Problem, cache: Path, monkeypatch: pytest.MonkeyPatch) -> EnvInfo:
+    """A cache of the test's own (`cache`) holding a reference time for each of `problem`'s shapes: its
+    truth requests time nothing; returns the environment they are keyed on."""
+    from tools.cache.reference_times import ReferenceTimes
+    from tools.envinfo import collect_env
+    from tools.results import TimingStats
+
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(cache))
+    env = collect_env(problem)
+    cached = TimingStats(median_ms=5.0, rse=0.01, n=5, min_ms=4.9, max_ms=5.1, mean_ms=5.0, clock="host")
+    for shape in problem.spec.timing:
+        ReferenceTimes(problem, env).put(shape, cached)
+    return env
 
 
 def _verdict(r: BenchResult) -> tuple[object, ...]:
@@ -346,16 +361,9 @@ def test_truth_made_ahead_waits_unclaimed_and_is_not_used_once_its_server_is_ret
     """A truth made ahead keeps no claim while it waits (an idle problem's server may make room for
     another's); the evaluation that takes it claims the server again, or, where the server was retired,
     makes its truth anew rather than judging against truth that is gone."""
-    from tools.cache.reference_times import ReferenceTimes
-    from tools.envinfo import collect_env
     from tools.judge._plan import obtain, prepare
-    from tools.results import TimingStats
 
-    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))  # a reference time of its own, served
-    env = collect_env(tiny)
-    cached = TimingStats(median_ms=5.0, rse=0.01, n=5, min_ms=4.9, max_ms=5.1, mean_ms=5.0, clock="host")
-    for shape in tiny.spec.timing:
-        ReferenceTimes(tiny, env).put(shape, cached)
+    env = serve_reference_times(tiny, tmp_path, monkeypatch)
     pool = WarmPool()
     try:
         ahead = prepare(tiny, env, 1234, pool=pool, parent=pool.staging, ahead=True)
@@ -394,17 +402,10 @@ def test_a_truth_servers_start_is_not_its_first_requests_time(
     import time
 
     from tests.test_gpu_path_cpu import with_budget
-    from tools.cache.reference_times import ReferenceTimes
-    from tools.envinfo import collect_env
     from tools.judge._plan import prepare
-    from tools.results import TimingStats
 
-    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))  # a reference time served: nothing timed
     short = with_budget(tiny, 1.0)
-    env = collect_env(short)
-    cached = TimingStats(median_ms=5.0, rse=0.01, n=5, min_ms=4.9, max_ms=5.1, mean_ms=5.0, clock="host")
-    for shape in short.spec.timing:
-        ReferenceTimes(short, env).put(shape, cached)
+    env = serve_reference_times(short, tmp_path, monkeypatch)
     pool = WarmPool()
     try:
         started = time.monotonic()

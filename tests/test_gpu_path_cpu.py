@@ -19,18 +19,13 @@ from typing import Any
 import pytest
 
 from tests.candidates import scan_variants as v
+from tests.helpers.problems import with_budget
 from tools import benchmark, orders, wire
 from tools.judge import _verdicts, clock_disagreement
 from tools.problem import Limits, Problem
 from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
 from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
-
-
-def with_budget(problem: Problem, eval_timeout_s: float) -> Problem:
-    limits = problem.spec.limits.model_copy(update={"eval_timeout_s": eval_timeout_s})
-    return problem.model_copy(update={"spec": problem.spec.model_copy(update={"limits": limits})})
-
 
 # --- the zygote and the CUDA driver ---------------------------------------------------------------------
 
@@ -105,7 +100,7 @@ def test_a_worker_under_a_sanitizer_has_the_tools_budget_for_its_data() -> None:
     a busy CI machine for the honest baseline, which was then reported as not fully sanitized."""
     limits = Limits(eval_timeout_s=300, call_timeout_min_s=300)
     deadline = Deadline(limits.compile_timeout_s)
-    dog = Watchdog(deadline, limits, {("case", "a"): 300.0}, budget_s=300.0, setup_s=300.0)
+    dog = Watchdog(deadline, limits, {("case", "a"): 300.0}, budget_s=300.0)
     now = time.monotonic()
     dog.on_message(wire.Imported(seconds=0.1, has_model_new=True))
     assert deadline.at == pytest.approx(now + 300.0, abs=0.5)

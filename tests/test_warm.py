@@ -401,7 +401,7 @@ def test_a_truth_servers_start_is_not_its_first_requests_time(
     truth is made."""
     import time
 
-    from tests.test_gpu_path_cpu import with_budget
+    from tests.helpers.problems import with_budget
     from tools.judge._plan import prepare
 
     short = with_budget(tiny, 1.0)

@@ -1,6 +1,6 @@
 """What the tests share: the repository's paths here; the helpers by subject beside them (processes,
-the parallel playback's fixed-time evaluator, reading an SVG chart back). Tests import from here, never from
-another test module."""
+problems with other limits, the parallel playback's fixed-time evaluator, reading an SVG chart back). Tests
+import from here, never from another test module."""
 
 from __future__ import annotations
 

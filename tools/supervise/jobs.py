@@ -25,7 +25,7 @@ from tools.problem import Problem
 from tools.supervise import isolation
 from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
 from tools.supervise.integrity import HARNESS
-from tools.supervise.watchdog import SETUP_S, Watchdog
+from tools.supervise.watchdog import Watchdog
 from tools.worker.seal import SealSpec
 
 
@@ -184,10 +184,7 @@ def run_candidate(
     """
     limits = problem.spec.limits
     deadline = Deadline(limits.compile_timeout_s)
-    # A wrapped worker's own code runs under the tool too (ASan slows torch's host code several times over):
-    # its data steps are bounded by the tool's budget, as its calls are (CI once saw ASan's setup pass 5 s).
-    setup_s = budget_s if wrapper and budget_s else SETUP_S
-    watchdog = Watchdog(deadline, limits, call_bounds or {}, budget_s=budget_s, setup_s=setup_s)
+    watchdog = Watchdog(deadline, limits, call_bounds or {}, budget_s=budget_s)
 
     def handle(msg: wire.WorkerMessage) -> str | None:
         watchdog.on_message(msg)

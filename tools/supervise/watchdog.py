@@ -5,8 +5,9 @@ worker reports each step it starts (`start` of a case or timing shape, `tick`s f
 `profiling`); the parent allows each step what that work can need and kills the worker when a step
 overruns. A step that runs calls gets `call_bound`: max(`limits.call_timeout_min_s`,
 `limits.call_timeout_factor` × the reference's time for that case or shape), plus `SETUP_S` for loading
-its data and writing its outputs. The profiler's one call gets `PROFILE_S`. `limits.eval_timeout_s` stays
-the cap on the whole evaluation; `limits.compile_timeout_s` bounds the import (its builds).
+its data and writing its outputs (a run under a tool: its budget). The profiler's one call gets
+`PROFILE_S`. `limits.eval_timeout_s` stays the cap on the whole evaluation; `limits.compile_timeout_s`
+bounds the import (its builds).
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ class Watchdog:
     limits: Limits
     bounds: dict[tuple[str, str], float] = field(default_factory=dict)
     budget_s: float | None = None  # a cap on the whole run, import included (a sanitizer's budget per tool)
-    setup_s: float = SETUP_S  # each step's own data (longer for a worker run under a sanitizer)
     step: str = "import (building its extensions)"
     allowed: float = 0.0
     _cap: float | None = None
@@ -51,6 +51,13 @@ class Watchdog:
         if self.budget_s is not None:
             self._budget_at = time.monotonic() + self.budget_s
             self.deadline.at = min(self.deadline.at, self._budget_at)
+
+    @property
+    def setup_s(self) -> float:
+        """A step's own data. A run with a budget is one under a tool (a sanitizer, the profiler) whose
+        wrapper slows the worker's own host code too (ASan: torch building inputs passed 5 s on a busy CI
+        machine): its data steps, like its calls, are bounded by that budget alone."""
+        return self.budget_s if self.budget_s is not None else SETUP_S
 
     def on_message(self, msg: wire.WorkerMessage) -> None:
         match msg:

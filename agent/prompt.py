@@ -13,7 +13,7 @@ from tools.cache.peaks import host_peaks
 from tools.envinfo import collect_env
 from tools.floor import floor_lines, peaks_text
 from tools.kbfile import SizeValue
-from tools.problem import Case, Problem, TimingShape
+from tools.problem import Case, Problem, TimingShape, timing_threads
 from tools.results import HostPeaks
 
 LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}
@@ -104,7 +104,7 @@ def floor_section(problem: Problem, peaks: HostPeaks | None) -> str:
     """Each timed shape's work and speed-of-light floor at this host's measured peaks ("" without a floor)."""
     if problem.spec.floor is None:
         return ""
-    peaks = peaks or host_peaks(problem.spec.device, collect_env(problem))
+    peaks = peaks or host_peaks(problem.spec.device, collect_env(problem), timing_threads(problem))
     return (
         "## Speed-of-light floor\nmax(FLOPs / fp32 FLOP/s, bytes / memory bandwidth) at this host's peaks: "
         f"{peaks_text(peaks)}. Every benchmark reports your kernel's % of it at every shape.\n"

@@ -114,11 +114,13 @@ def tiny() -> Problem:
 
 
 @pytest.fixture(scope="module")
-def warm() -> Iterator[WarmPool]:
-    """Warm workers of the module's own (a test that crashes a zygote affects no other module)."""
+def warm(tiny: Problem) -> Iterator[WarmPool]:
+    """Warm workers of the module's own (a test that crashes a zygote affects no other module), with the
+    CPU problems' thread budget, as `benchmark` would pick them."""
+    from tools.problem import timing_threads
     from tools.supervise import WarmPool
 
-    ev = WarmPool()
+    ev = WarmPool(threads=timing_threads(tiny))
     yield ev
     ev.shutdown()
 

@@ -25,7 +25,7 @@ from tools.judge import _verdicts, clock_disagreement
 from tools.problem import Limits, Problem
 from tools.results import TimingStats
 from tools.supervise import Deadline, Job, WarmPool, run_candidate
-from tools.supervise.watchdog import SETUP_S, Watchdog, call_bound
+from tools.supervise.watchdog import EXIT_S, SETUP_S, Watchdog, call_bound
 
 # --- the zygote and the CUDA driver ---------------------------------------------------------------------
 
@@ -106,6 +106,20 @@ def test_a_worker_under_a_sanitizer_has_the_tools_budget_for_its_data() -> None:
     assert deadline.at == pytest.approx(now + 300.0, abs=0.5)
     dog.on_message(wire.CaseDone(name="a", seconds=1.0, mutated=False))
     assert deadline.at - time.monotonic() > SETUP_S + 200
+
+
+def test_a_worker_that_reported_done_has_time_to_exit() -> None:
+    """After `done` only the worker's shutdown is left: a busy CI machine once took over 5 s there, and an
+    honest candidate whose every result had arrived was reported as a timeout."""
+    limits = Limits(eval_timeout_s=100, call_timeout_min_s=1)
+    deadline = Deadline(limits.compile_timeout_s)
+    dog = Watchdog(deadline, limits, {("timing", "t"): 1.0})
+    dog.on_message(wire.Imported(seconds=0.1, has_model_new=True))
+    dog.on_message(wire.Start(kind="timing", name="t"))
+    dog.on_message(wire.Done())
+    assert deadline.at - time.monotonic() == pytest.approx(EXIT_S, abs=0.5)
+    assert EXIT_S > SETUP_S
+    assert dog.explain() == f"the worker reported all its work done but did not exit within {EXIT_S:.0f} s"
 
 
 def test_the_watchdogs_clocks_stop_while_the_parent_answers() -> None:

@@ -198,11 +198,11 @@ SCRIPT = """
 import json, os, signal, sys
 from tests.candidates import scan_variants as v
 from tools import benchmark
-from tools.problem import load_problem
+from tools.problem import load_problem, timing_threads
 from tools.supervise import pool_for
 p = load_problem(sys.argv[1])
 r = benchmark(p, v.baseline())
-ev = pool_for(None)
+ev = pool_for(None, timing_threads(p))
 print(json.dumps({"status": r.status, "workers": r.workers, "zygote": ev.zygote_pid(), "root": str(ev.root),
                   "truth": [s.proc.pid for s in ev._truth.values()]}), flush=True)
 if sys.argv[2] == "sigint":

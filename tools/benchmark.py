@@ -26,7 +26,7 @@ from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
 from tools.judge._ratio import too_wide
 from tools.judge._static_checks import check_source
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import (
     BenchResult,
     CaseResult,
@@ -81,7 +81,7 @@ def benchmark(
     `prefetch_next=False`: no next evaluation is prepared afterwards (a one-shot `agent bench` has none, and
     its exit waited for that work)."""
     start = time.monotonic()
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     env = collect_env(problem)
     base: dict[str, Any] = {
         "problem": problem.name,
@@ -119,7 +119,8 @@ def benchmark(
                 prepared.discard()
             if problem.spec.floor is not None:  # measured once per host, with the device ours alone
                 with turns.holding("exclusive") if turns is not None else contextlib.nullcontext():
-                    result = with_floors(problem, result, host_peaks(problem.spec.device, env))
+                    peaks = host_peaks(problem.spec.device, env, timing_threads(problem))
+                    result = with_floors(problem, result, peaks)
         finally:
             if turns is not None:
                 turns.close()
@@ -183,7 +184,7 @@ def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | 
     (H200 gate, 2026-12-01: a run's first benchmark waited 5.7 s for its compile's zygote, then 12.7 s for
     its truth). `gpu`, `pool`: as for `benchmark`. False where warm workers are off: nothing is made ahead
     there."""
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     if ev is None:
         return False
     prefetch(problem, collect_env(problem), ev)

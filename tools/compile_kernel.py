@@ -12,7 +12,7 @@ from __future__ import annotations
 from tools import orders, wire
 from tools.judge._compile import compile_result
 from tools.judge._static_checks import check_source
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import CompileResult
 from tools.supervise import Job, WarmPool, kernel_hash, pool_for, run_candidate, visible_gpu
 from tools.toolspec import ToolSpec
@@ -49,7 +49,7 @@ def compile_kernel(
         return CompileResult(
             status="import_error", message=f"SyntaxError: {syntax_error}", kernel_hash=code_hash
         )
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
 
     def progress(msg: wire.WorkerMessage) -> None:
         if on_progress is not None and isinstance(msg, wire.Building):

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pydantic import TypeAdapter
 
 from tools.cache import cache_root
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import EnvInfo
 from tools.supervise import HARNESS_ROOT, isolation
 
@@ -119,7 +119,12 @@ def hardware_summary(problem: Problem) -> str:
     cores = os.cpu_count() or 1
     cpu = platform.processor() or platform.machine()
     if problem.spec.device == "cpu":
-        return f"CPU: {cpu}, {cores} cores (timed with the host clock; OpenMP threads = {cores})."
+        threads = timing_threads(problem)
+        return (
+            f"CPU: {cpu}, {cores} cores. The reference and your kernel are each timed (host clock) on {threads} "
+            f"of them with {threads} thread(s): OMP_NUM_THREADS={threads} and torch.set_num_threads({threads}); "
+            "more threads than that only share those CPUs."
+        )
     info = _gpu_probe()
     if info is None:
         return f"GPU: none visible on this host ({cores} CPU cores); benchmark will report no_device."

@@ -23,8 +23,9 @@ HARNESS_ROOT = Path(__file__).resolve().parents[2]
 PEAKS_VERSION = 2
 
 
-def peaks_key(device: str, env: EnvInfo) -> str:
-    where = (env.gpu or "cpu") if device == "cuda" else "cpu"
+def peaks_key(device: str, env: EnvInfo, threads: int | None = None) -> str:
+    """`threads`: a CPU problem's evaluations run that many threads (tools.problem.timing_threads), so do its peaks."""
+    where = (env.gpu or "cpu") if device == "cuda" else "cpu" + (f", {threads} threads" if threads else "")
     return f"{platform.node()}|{where}|torch {env.torch}|peaks v{PEAKS_VERSION}"
 
 
@@ -32,11 +33,11 @@ def _cache_file() -> Path:
     return cache_root() / "peaks.json"
 
 
-def cached_peaks(device: str, env: EnvInfo) -> HostPeaks | None:
+def cached_peaks(device: str, env: EnvInfo, threads: int | None = None) -> HostPeaks | None:
     """This host's peaks as cached, or None where they were never measured here."""
     path = _cache_file()
     data = json.loads(path.read_text()) if path.is_file() else {}
-    raw = data.get(peaks_key(device, env))
+    raw = data.get(peaks_key(device, env, threads))
     return HostPeaks.model_validate({**raw, "cached": True}) if raw else None
 
 
@@ -49,10 +50,10 @@ def _store(peaks: HostPeaks) -> None:
     tmp.replace(path)
 
 
-def measure_peaks(device: str, env: EnvInfo) -> HostPeaks:
+def measure_peaks(device: str, env: EnvInfo, threads: int | None = None) -> HostPeaks:
     """Measure now, in a fresh process (a few seconds: torch's import, one matmul, one copy)."""
-    key = peaks_key(device, env)
-    cmd = [sys.executable, "-m", "tools.worker.peaks", device]
+    key = peaks_key(device, env, threads)
+    cmd = [sys.executable, "-m", "tools.worker.peaks", device, *([str(threads)] if threads else [])]
     pythonpath = os.pathsep.join(p for p in (str(HARNESS_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     try:
         out = subprocess.run(
@@ -85,15 +86,16 @@ def measure_peaks(device: str, env: EnvInfo) -> HostPeaks:
 
 
 @functools.cache
-def _measured_once(device: str, key: str, env_json: str) -> HostPeaks:
+def _measured_once(device: str, key: str, env_json: str, threads: int | None) -> HostPeaks:
     """One measurement per process and key: a failure is not retried in every evaluation."""
-    peaks = measure_peaks(device, EnvInfo.model_validate_json(env_json))
+    peaks = measure_peaks(device, EnvInfo.model_validate_json(env_json), threads)
     if peaks.status == "ok":
         _store(peaks)
     return peaks
 
 
-def host_peaks(device: str, env: EnvInfo) -> HostPeaks:
+def host_peaks(device: str, env: EnvInfo, threads: int | None = None) -> HostPeaks:
     """This host's peaks: cached, else measured now and cached. Call it with the device idle (under its
-    lease): the measurement is a timing like any other."""
-    return cached_peaks(device, env) or _measured_once(device, peaks_key(device, env), env.model_dump_json())
+    lease): the measurement is a timing like any other. `threads`: on the CPU, with that many threads."""
+    key = peaks_key(device, env, threads)
+    return cached_peaks(device, env, threads) or _measured_once(device, key, env.model_dump_json(), threads)

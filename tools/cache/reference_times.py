@@ -1,4 +1,5 @@
-"""Reference medians cached per problem (its reference's work), shape, host, device and torch version."""
+"""Reference medians cached per problem (its reference's work), shape, host, device (a CPU problem's: its
+timed threads) and torch version."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import platform
 from typing import Any
 
 from tools.cache import cache_root
-from tools.problem import Problem, TimingShape
+from tools.problem import Problem, TimingShape, timing_threads
 from tools.results import EnvInfo, TimingStats
 
 # A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
@@ -26,7 +27,9 @@ class ReferenceTimes:
 
     def __init__(self, problem: Problem, env: EnvInfo) -> None:
         self.path = cache_root() / "reference_times.json"
-        self.prefix = f"{problem.reference_hash}|{platform.node()}|{env.gpu or 'cpu'}|torch {env.torch}"
+        # A CPU problem's reference is timed with its thread budget (tools.problem.timing_threads): part of its key.
+        where = env.gpu or f"cpu, {timing_threads(problem)} threads"
+        self.prefix = f"{problem.reference_hash}|{platform.node()}|{where}|torch {env.torch}"
         self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
 
     def get(self, shape: TimingShape) -> TimingStats | None:

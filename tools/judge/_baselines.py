@@ -22,9 +22,9 @@ from typing import Any
 
 from tools.cache import cache_root
 from tools.judge._plan import timing_cfgs
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import BaselineKind, BaselineReport, BaselineTiming, BenchResult, TimingStats
-from tools.supervise import WarmPool, pool_for, visible_gpu
+from tools.supervise import WarmPool, pool_for, thread_env, visible_gpu
 
 # torch.compile of the reference: its compile and its timing ($KERNEL_AGENT_COMPILE_LIMIT seconds, else 300)
 COMPILE_LIMIT_ENV = "KERNEL_AGENT_COMPILE_LIMIT"
@@ -45,11 +45,13 @@ def plan(problem: Problem) -> list[tuple[str, BaselineKind, str]]:
     return kinds
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(threads: int | None = None) -> dict[str, str]:
+    """`threads`: a CPU problem's budget, as its reference and candidates are timed with."""
     pythonpath = os.pathsep.join(p for p in (str(HARNESS_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     extensions = cache_root() / "baseline_extensions"  # trusted builds, kept apart from the candidates'
     extensions.mkdir(exist_ok=True)
-    return {**os.environ, "PYTHONPATH": pythonpath, "TORCH_EXTENSIONS_DIR": str(extensions)}
+    env = {**os.environ, "PYTHONPATH": pythonpath, "TORCH_EXTENSIONS_DIR": str(extensions)}
+    return {**env, **thread_env(threads)}
 
 
 def _last_json(stdout: str) -> dict[str, Any] | None:
@@ -61,11 +63,13 @@ def _last_json(stdout: str) -> dict[str, Any] | None:
     return None
 
 
-def run_group(cmd: list[str], limit_s: float, cwd: Path) -> tuple[int, str, str] | None:
+def run_group(
+    cmd: list[str], limit_s: float, cwd: Path, threads: int | None = None
+) -> tuple[int, str, str] | None:
     """(exit code, stdout, stderr) of `cmd` in a session of its own; None when it ran past `limit_s`, and
     then its whole process group is killed (torch.compile's compile workers with it)."""
     proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(), cwd=cwd,
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(threads), cwd=cwd,
         start_new_session=True,
     )  # fmt: skip
     try:
@@ -91,7 +95,8 @@ def time_one(problem: Problem, name: str, kind: BaselineKind, path: str, limit_s
     with tempfile.TemporaryDirectory(prefix="kagent-baseline-") as tmp:
         req = Path(tmp) / "request.json"
         req.write_text(json.dumps(request))
-        done = run_group([sys.executable, "-m", "tools.worker.baselines", str(req)], limit_s, Path(tmp))
+        cmd = [sys.executable, "-m", "tools.worker.baselines", str(req)]
+        done = run_group(cmd, limit_s, Path(tmp), timing_threads(problem))
     if done is None:
         what = "did not compile" if kind == "torch_compile" else "did not finish"
         return BaselineTiming(
@@ -150,7 +155,7 @@ def baselines(
     `compile_limit_s`: torch.compile's (default $KERNEL_AGENT_COMPILE_LIMIT, else 300 s)."""
     start = time.monotonic()
     compile_limit_s = compile_limit_s or float(os.environ.get(COMPILE_LIMIT_ENV) or 300.0)
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     timed = [eager_of(result)]
     with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         for name, kind, path in plan(problem):

@@ -23,9 +23,9 @@ from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._plan import Plan
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import BenchResult, TimingStats
-from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child
+from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child, thread_env
 
 CALLS = 5  # the reference's timed calls in a check, after one warm-up
 MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
@@ -53,8 +53,9 @@ def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
     )  # fmt: skip
     check = shape.model_copy(update={"truth_offsets": [], "time_reference": True, "reference_cfg": cfg})
     return orders.TruthRequest(
-        reference_source=problem.reference_source, device=problem.spec.device, timing=[check]
-    )
+        reference_source=problem.reference_source, device=problem.spec.device, timing=[check],
+        threads=timing_threads(problem),
+    )  # fmt: skip
 
 
 def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | None) -> ChildOutcome:
@@ -66,7 +67,7 @@ def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | 
     path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"
     workdir.mkdir(exist_ok=True)
-    env = child_env(workdir, harness=job.harness)
+    env = child_env(workdir, thread_env(timing_threads(problem)), harness=job.harness)
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 
 

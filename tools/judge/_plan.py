@@ -17,9 +17,18 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._kept import KeptTruth
 from tools.kbfile import SizeValue
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import EnvInfo, TimingStats
-from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, call_bound, child_env, run_child
+from tools.supervise import (
+    ChildOutcome,
+    Deadline,
+    Job,
+    WarmPool,
+    call_bound,
+    child_env,
+    run_child,
+    thread_env,
+)
 from tools.worker.refmod import derive_seed
 
 
@@ -27,7 +36,7 @@ def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSetti
     """The timing loop's settings for the candidate, and for the reference (bounded in seconds)."""
     cfg = problem.spec.timing_config
     candidate = orders.LoopSettings.model_validate(
-        cfg.model_dump(exclude={"input_sets", "reference_max_seconds"})
+        cfg.model_dump(exclude={"input_sets", "reference_max_seconds", "threads"})
     )
     reference = candidate.model_copy(update={"max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds)})
     return candidate, reference
@@ -202,6 +211,7 @@ class Plan(_Planned):
             timing=[t.truth for t in self.timing],
             keep_as=keep_as,
             tolerance=problem.spec.tolerance,
+            threads=timing_threads(problem),
         )
 
     def secrets(self, master: int) -> list[str]:
@@ -284,7 +294,7 @@ def run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     path.write_text(plan.truth_request(problem).model_dump_json())
     workdir = job.private / "truth_work"
     workdir.mkdir()
-    env = child_env(workdir, harness=job.harness)
+    env = child_env(workdir, thread_env(timing_threads(problem)), harness=job.harness)
     deadline = Deadline(problem.spec.limits.eval_timeout_s)
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 

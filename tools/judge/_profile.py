@@ -24,7 +24,7 @@ from tools import orders, wire
 from tools.judge._compile import compile_result
 from tools.judge._ncu_output import digest, merge_by_name, parse_launches
 from tools.judge._sanitize import _case_data, _limited
-from tools.problem import Case, Problem
+from tools.problem import Case, Problem, timing_threads
 from tools.results import CompileResult, KernelProfile, KernelResources, ProfileResult
 from tools.supervise import Job, WarmPool, describe_exit, kernel_hash, pool_for, run_candidate, visible_gpu
 from tools.supervise import _toolchain as toolchain
@@ -197,7 +197,7 @@ def profile(
     if refused is not None:
         return refused.model_copy(update={"kernel_hash": kernel_hash(kernel_code)})
     binary = ncu_binary() or "ncu"
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:

@@ -44,7 +44,7 @@ from tools.judge._sanitizer_tools import (
     default_tools,
     sanitizer_command,
 )
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.results import (
     BenchResult,
     Flag,
@@ -241,7 +241,7 @@ def sanitize(
     if why := availability(problem, gpu):
         runs = [SanitizerRun(tool=t, status="unavailable", message=why, budget_s=budgets[t]) for t in names]
         return report_of(runs, case, time.monotonic() - start)
-    ev = pool if pool is not None else pool_for(gpu)
+    ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
         job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:

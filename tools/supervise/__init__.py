@@ -17,6 +17,7 @@ from tools.supervise._spawn import (
     kill_all_children,
     listen,
     run_child,
+    thread_env,
     visible_gpu,
 )
 from tools.supervise.integrity import HARNESS, text_hash
@@ -39,6 +40,7 @@ __all__ = [
     "Watchdog",
     "call_bound",
     "child_env",
+    "thread_env",
     "cuda_visible_devices",
     "describe_exit",
     "exclusive_listener",

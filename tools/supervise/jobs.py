@@ -21,9 +21,9 @@ from typing import Protocol
 
 from tools import orders, wire
 from tools.cache import build_cache_dir, builds, cache_root, staged
-from tools.problem import Problem
+from tools.problem import Problem, timing_threads
 from tools.supervise import isolation
-from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
+from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child, thread_env
 from tools.supervise.integrity import HARNESS
 from tools.supervise.watchdog import Watchdog
 from tools.worker.seal import SealSpec
@@ -194,7 +194,9 @@ def run_candidate(
             return on_message(msg)
 
     hidden = [str(job.private), *map(str, secret_dirs)]
-    request = request.model_copy(update={"device": problem.spec.device, "secret_dirs": hidden})
+    threads = timing_threads(problem)
+    update = {"device": problem.spec.device, "secret_dirs": hidden, "threads": threads}
+    request = request.model_copy(update=update)
     extra = {
         "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
         "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
@@ -203,6 +205,7 @@ def run_candidate(
     for name in BUILD_SETTINGS:  # applied by the build, in the worker
         if os.environ.get(name):
             extra[name] = os.environ[name]
+    extra.update(thread_env(threads))  # a cold worker's torch, and the candidate's own OpenMP as it loads
     env = child_env(job.work, {**extra, **(extra_env or {})}, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"

@@ -6,8 +6,8 @@ worker reports each step it starts (`start` of a case or timing shape, `tick`s f
 overruns. A step that runs calls gets `call_bound`: max(`limits.call_timeout_min_s`,
 `limits.call_timeout_factor` × the reference's time for that case or shape), plus `SETUP_S` for loading
 its data and writing its outputs (a run under a tool: its budget). The profiler's one call gets
-`PROFILE_S`. `limits.eval_timeout_s` stays the cap on the whole evaluation; `limits.compile_timeout_s`
-bounds the import (its builds).
+`PROFILE_S`; the exit after `done`, `EXIT_S`. `limits.eval_timeout_s` stays the cap on the whole
+evaluation; `limits.compile_timeout_s` bounds the import (its builds).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from tools.supervise._spawn import Deadline
 SETUP_S = 5.0  # a step's own data: loading inputs and weights, building the model, saving outputs
 ANSWER_CAP_S = 600.0  # the longest the parent may take to answer one question (it waits for the device)
 PROFILE_S = 60.0  # one profiled call, the CUDA profiler's start-up included (about 4 s on the H200)
+# After `done` only the worker's exit is left (the interpreter's shutdown, its namespaces'): no candidate
+# call, so no hang for a short bound to catch. A busy 2-core CI machine once took over 5 s there.
+EXIT_S = 30.0
 
 
 def call_bound(limits: Limits, reference_s: float | None) -> float:
@@ -75,6 +78,8 @@ class Watchdog:
                 self._allow(f"profiling {msg.name}", PROFILE_S)
             case wire.CaseDone() | wire.TimingDone() | wire.CasesDone() | wire.Failed():
                 self._allow("setup", self.setup_s)
+            case wire.Done():
+                self._allow("exit", EXIT_S)
 
     @contextlib.contextmanager
     def answering(self) -> Iterator[None]:
@@ -105,6 +110,8 @@ class Watchdog:
             return f"its budget of {self.budget_s:.0f} s ran out during {self.step}"
         if self._cap is not None and self.deadline.at >= self._cap:
             return f"the evaluation's budget of {self.limits.eval_timeout_s:.0f} s ran out during {self.step}"
+        if self.step == "exit":
+            return f"the worker reported all its work done but did not exit within {self.allowed:.0f} s"
         return (
             f"{self.step} did not finish within its bound of {self.allowed:.0f} s "
             f"(max({self.limits.call_timeout_min_s:g} s, {self.limits.call_timeout_factor:g}× the reference's "

@@ -365,6 +365,8 @@ def main(request_path: str, fd: str) -> int:
     channel.send(wire.Ready())  # torch and the harness are imported (the phase breakdown starts here)
     req = orders.CandidateRequest.model_validate_json(Path(request_path).read_text())
     device = req.device
+    if req.threads:  # a CPU problem's budget (its own OpenMP runtime reads OMP_NUM_THREADS, set alike)
+        torch.set_num_threads(req.threads)
     if device == "cuda" and req.mode != "compile" and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")

@@ -1,7 +1,7 @@
 """The machine's peaks, measured in a process of their own (trusted code, no candidate): fp32 FLOP/s by a
 large fp32 matmul with TF32 off (and on a GPU a loop of FMAs), the tensor cores' fp16 rate by a large fp16
 matmul (GPU only), memory bandwidth by a large tensor copy (read + write), each the best of
-a few runs. `python -m tools.worker.peaks cuda|cpu` prints one JSON object; tools/cache/peaks.py runs it
+a few runs. `python -m tools.worker.peaks cuda|cpu [THREADS]` prints one JSON object; tools/cache/peaks.py runs it
 once per host and caches what it prints."""
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def main(argv: list[str]) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         print(json.dumps({"error": "no CUDA device visible to torch"}))
         return 1
+    if len(argv) > 1:  # a CPU problem's thread budget: the peaks its evaluations can reach
+        torch.set_num_threads(int(argv[1]))
     print(json.dumps(measure(device)))
     return 0
 

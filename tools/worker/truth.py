@@ -249,6 +249,8 @@ def run_request(
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
+    if req.threads:  # a CPU problem's: for its truth, its reference's timing and the server's re-checks
+        torch.set_num_threads(req.threads)
     reset_backend_flags()
     where = "start"
     try:

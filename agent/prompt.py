@@ -12,8 +12,9 @@ from agent.budget import Budget
 from tools.cache.peaks import host_peaks
 from tools.envinfo import collect_env
 from tools.floor import floor_lines, peaks_text
+from tools.host import timing_threads
 from tools.kbfile import SizeValue
-from tools.problem import Case, Problem, TimingShape, timing_threads
+from tools.problem import Case, Problem, TimingShape
 from tools.results import HostPeaks
 
 LANGUAGE = {"cpp": "C++", "cuda": "CUDA"}

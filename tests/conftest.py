@@ -117,7 +117,7 @@ def tiny() -> Problem:
 def warm(tiny: Problem) -> Iterator[WarmPool]:
     """Warm workers of the module's own (a test that crashes a zygote affects no other module), with the
     CPU problems' thread budget, as `benchmark` would pick them."""
-    from tools.problem import timing_threads
+    from tools.host import timing_threads
     from tools.supervise import WarmPool
 
     ev = WarmPool(threads=timing_threads(tiny))

@@ -20,8 +20,9 @@ from tests.helpers import REPO
 from tools import benchmark
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import hardware_summary
+from tools.host import timing_threads
 from tools.judge._verdicts import load_notices
-from tools.problem import Problem, load_problem, timing_threads
+from tools.problem import Problem, load_problem
 from tools.results import BUSY_ELSEWHERE, BenchResult, EnvInfo, ShapeTiming, TimingStats
 from tools.supervise import WarmPool, pool_for, warm_enabled
 from tools.worker.timing import LoadMeter

@@ -198,7 +198,8 @@ SCRIPT = """
 import json, os, signal, sys
 from tests.candidates import scan_variants as v
 from tools import benchmark
-from tools.problem import load_problem, timing_threads
+from tools.host import timing_threads
+from tools.problem import load_problem
 from tools.supervise import pool_for
 p = load_problem(sys.argv[1])
 r = benchmark(p, v.baseline())

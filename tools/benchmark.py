@@ -21,12 +21,13 @@ from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.envinfo import collect_env
 from tools.floor import floor_fraction, floor_text, with_floors
+from tools.host import timing_threads
 from tools.judge import _phases as phases
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
 from tools.judge._ratio import too_wide
 from tools.judge._static_checks import check_source
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import (
     BenchResult,
     CaseResult,

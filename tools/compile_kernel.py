@@ -10,9 +10,10 @@ judge (tools/judge/_compile.py). It says nothing about correctness: that is `ben
 from __future__ import annotations
 
 from tools import orders, wire
+from tools.host import timing_threads
 from tools.judge._compile import compile_result
 from tools.judge._static_checks import check_source
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import CompileResult
 from tools.supervise import Job, WarmPool, kernel_hash, pool_for, run_candidate, visible_gpu
 from tools.toolspec import ToolSpec

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from pydantic import TypeAdapter
 
 from tools.cache import cache_root
-from tools.problem import Problem, timing_threads
+from tools.host import timing_threads
+from tools.problem import Problem
 from tools.results import EnvInfo
 from tools.supervise import HARNESS_ROOT, isolation
 

@@ -80,7 +80,7 @@ class TruthRequest(_Order):
     timing: list[TruthShape] = Field(default_factory=list)
     keep_as: str | None = None
     tolerance: Tolerance | None = None
-    threads: int | None = None  # a CPU problem's thread budget (tools.problem.timing_threads), from now on
+    threads: int | None = None  # a CPU problem's thread budget (tools.host.timing_threads), from now on
 
 
 class RecheckShape(_Order):
@@ -149,7 +149,7 @@ class CandidateRequest(_Order):
     timing: list[CandidateShape] = Field(default_factory=list)
     device: Device = "cpu"
     secret_dirs: list[str] = Field(default_factory=list)
-    threads: int | None = None  # a CPU problem's thread budget (tools.problem.timing_threads)
+    threads: int | None = None  # a CPU problem's thread budget (tools.host.timing_threads)
 
 
 COMPILE = CandidateRequest(mode="compile")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
@@ -17,7 +16,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tools import kbfile
+from tools import host, kbfile
 from tools.kbfile import SizeValue, size_expression
 
 
@@ -165,11 +164,7 @@ class TimingConfig(Strict):
         3, ge=1, le=8, description="timed calls per shape whose outputs are checked against float64 truth"
     )
     threads: int | None = Field(
-        None,
-        ge=1,
-        description="CPU problems: the threads of the whole evaluation, the reference's and the candidate's "
-        "alike (default half this host's CPUs, at least 1: the rest is left to other work, so one busy "
-        "process moves neither; with every CPU in use a preempted thread stalls each parallel op)",
+        None, ge=1, description="CPU problems: the evaluation's threads (default: half the host's CPUs)"
     )
 
 
@@ -364,30 +359,6 @@ def _check_floor(path: Path, spec: ProblemSpec, constants: dict[str, SizeValue])
             raise ProblemError(f"{path}: floor at timing.{shape.name}: {why}")
 
 
-def host_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the OS has one)."""
-    getaffinity = getattr(os, "sched_getaffinity", None)
-    return len(getaffinity(0)) if getaffinity is not None else os.cpu_count() or 1
-
-
-def timing_threads(problem: Problem) -> int | None:
-    """A CPU problem's evaluations run this many threads: the truth worker, the candidate (torch and
-    OMP_NUM_THREADS), the reference's timing and the host's peaks (None: a CUDA problem, unbudgeted).
-    On a 2-core VM beside one busy process this kept the demo's speedup at 2.9-3.0x against 3.1-3.3x
-    quiet; with two threads each it fell from 3.8-4.0x to 2.1x."""
-    if problem.spec.device != "cpu":
-        return None
-    wanted = problem.spec.timing_config.threads
-    return min(wanted, host_cpus()) if wanted else max(1, host_cpus() // 2)
-
-
-def default_device() -> Literal["cuda", "cpu"]:
-    """What this machine has: CUDA where torch sees a GPU, else the CPU."""
-    import torch  # here: loading a YAML spec needs no torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def _spec_for_bare_reference(path: Path, device: Literal["cuda", "cpu"]) -> ProblemSpec:
     """Defaults for a bare KernelBench `.py`: fp32, timed at its constants, checked with fresh seeds, on
     `device` (C++ candidates on the CPU, CUDA ones on a GPU)."""
@@ -453,7 +424,7 @@ def load_problem(
         raise ProblemError(f"{path}: no such problem file")
     if path.suffix == ".py":
         ref_path = path
-        spec = _spec_for_bare_reference(path, device or default_device())
+        spec = _spec_for_bare_reference(path, device or host.default_device())
     elif path.suffix in (".yaml", ".yml"):
         spec = _read_spec(path)
         if device is not None and device != spec.device:

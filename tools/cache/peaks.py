@@ -24,7 +24,7 @@ PEAKS_VERSION = 2
 
 
 def peaks_key(device: str, env: EnvInfo, threads: int | None = None) -> str:
-    """`threads`: a CPU problem's evaluations run that many threads (tools.problem.timing_threads), so do its peaks."""
+    """`threads`: a CPU problem's evaluations run that many threads (tools.host.timing_threads), so do its peaks."""
     where = (env.gpu or "cpu") if device == "cuda" else "cpu" + (f", {threads} threads" if threads else "")
     return f"{platform.node()}|{where}|torch {env.torch}|peaks v{PEAKS_VERSION}"
 

@@ -8,7 +8,8 @@ import platform
 from typing import Any
 
 from tools.cache import cache_root
-from tools.problem import Problem, TimingShape, timing_threads
+from tools.host import timing_threads
+from tools.problem import Problem, TimingShape
 from tools.results import EnvInfo, TimingStats
 
 # A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
@@ -27,7 +28,7 @@ class ReferenceTimes:
 
     def __init__(self, problem: Problem, env: EnvInfo) -> None:
         self.path = cache_root() / "reference_times.json"
-        # A CPU problem's reference is timed with its thread budget (tools.problem.timing_threads): part of its key.
+        # A CPU problem's reference is timed with its thread budget (tools.host.timing_threads): part of its key.
         where = env.gpu or f"cpu, {timing_threads(problem)} threads"
         self.prefix = f"{problem.reference_hash}|{platform.node()}|{where}|torch {env.torch}"
         self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tools.cache import cache_root
+from tools.host import timing_threads
 from tools.judge._plan import timing_cfgs
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import BaselineKind, BaselineReport, BaselineTiming, BenchResult, TimingStats
 from tools.supervise import WarmPool, pool_for, thread_env, visible_gpu
 

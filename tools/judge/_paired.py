@@ -20,10 +20,11 @@ import math
 
 from tools import orders, wire
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.host import timing_threads
 from tools.judge._plan import Plan
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child, thread_env
 

@@ -14,10 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
+from tools.host import timing_threads
 from tools.judge import _phases as phases
 from tools.judge._kept import KeptTruth
 from tools.kbfile import SizeValue
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import EnvInfo, TimingStats
 from tools.supervise import (
     ChildOutcome,

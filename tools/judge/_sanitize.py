@@ -28,6 +28,7 @@ from typing import Any
 from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
+from tools.host import timing_threads
 from tools.judge._plan import Plan, run_truth
 from tools.judge._sanitizer_output import Findings, NativeFindings, parse_compute_sanitizer, parse_native
 from tools.judge._sanitizer_tools import (
@@ -44,7 +45,7 @@ from tools.judge._sanitizer_tools import (
     default_tools,
     sanitizer_command,
 )
-from tools.problem import Problem, timing_threads
+from tools.problem import Problem
 from tools.results import (
     BenchResult,
     Flag,

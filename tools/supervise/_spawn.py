@@ -76,7 +76,7 @@ def cuda_visible_devices(gpu: int) -> str:
 
 
 def thread_env(threads: int | None) -> dict[str, str]:
-    """The settings that give a process `threads` threads (a CPU problem's budget, tools.problem.timing_threads)
+    """The settings that give a process `threads` threads (a CPU problem's budget, tools.host.timing_threads)
     from its start: OpenMP and MKL read them as they load, before any later setting could apply (a runtime
     loaded in a zygote keeps its count in every child forked from it)."""
     if threads is None:

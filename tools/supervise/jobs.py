@@ -21,7 +21,8 @@ from typing import Protocol
 
 from tools import orders, wire
 from tools.cache import build_cache_dir, builds, cache_root, staged
-from tools.problem import Problem, timing_threads
+from tools.host import timing_threads
+from tools.problem import Problem
 from tools.supervise import isolation
 from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child, thread_env
 from tools.supervise.integrity import HARNESS

@@ -2,7 +2,7 @@
 
 A `WarmPool` holds the warm workers of one device and thread budget (`pool_for(gpu, threads)`; `benchmark`
 and `compile_kernel` use the default one unless `KERNEL_AGENT_WARM=0`). A CPU problem's pool starts every
-process with that problem's thread budget (tools.problem.timing_threads) in its environment:
+process with that problem's thread budget (tools.host.timing_threads) in its environment:
 
 * a **candidate zygote** (tools/worker/zygote.py): a fork server that has imported torch and the harness but
   never initialised CUDA. Every candidate runs in a fresh process forked from it, in its own session and
@@ -268,7 +268,7 @@ _POOLS_LOCK = threading.Lock()
 
 def pool_for(gpu: int | None = None, threads: int | None = None) -> WarmPool | None:
     """The warm workers of one device (None: the default device) and thread budget (a CPU problem's:
-    tools.problem.timing_threads), or None where warm workers are off."""
+    tools.host.timing_threads), or None where warm workers are off."""
     if not warm_enabled():
         return None
     with _POOLS_LOCK:

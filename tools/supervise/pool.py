@@ -94,7 +94,7 @@ class WarmPool:
     (set per request instead, it did not hold: a quiet evaluation measured 2.0x once and 3.9x twice)."""
 
     def __init__(self, gpu: int | None = None, threads: int | None = None) -> None:
-        self.gpu, self.threads = gpu, threads
+        self.gpu = gpu
         self.extra_env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpu)} if gpu is not None else {}
         self.extra_env.update(thread_env(threads))
         self.root = Path(tempfile.mkdtemp(prefix=f"kagent-warm-{os.getpid()}-", dir=scratch_root()))

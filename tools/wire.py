@@ -232,6 +232,21 @@ class TruthError(_Message):
     traceback: str = ""
 
 
+class DeviceWanted(_Message):
+    """The warm truth server is about to use the device (`mode`: shared for its truth and re-checks,
+    exclusive for timing the reference) and waits for `granted` on stdin: the harness first takes that
+    turn on the device lock, so its work never runs beside another evaluation's timed loop."""
+
+    event: Literal["device_wanted"] = "device_wanted"
+    mode: Literal["shared", "exclusive"]
+
+
+class DeviceReleased(_Message):
+    """The truth server's device work since its last `DeviceWanted` has finished (synchronised)."""
+
+    event: Literal["device_released"] = "device_released"
+
+
 class RequestFinished(_Message):
     """The warm truth server finished one request."""
 
@@ -264,6 +279,8 @@ WorkerMessage = Annotated[
     | TimingReady
     | TruthError
     | RequestFinished
+    | DeviceWanted
+    | DeviceReleased
     | Rechecked,
     Field(discriminator="event"),
 ]

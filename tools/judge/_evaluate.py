@@ -42,6 +42,7 @@ from tools.supervise import (
     Job,
     WarmPool,
     describe_exit,
+    idle_mode,
     run_candidate,
     text_hash,
 )
@@ -58,15 +59,18 @@ def evaluate(
     turns: DeviceTurns | None = None,
 ) -> tuple[BenchResult, bool]:
     """The candidate's run and the verdict; also whether its worker side must be replaced. `turns`: the
-    evaluation's hold on a warm pool's device, shared on entry: exclusive for each of the candidate's timing
-    loops (the wait is the parent's, not counted against the worker's bounds: tools/supervise/jobs.py), a
-    re-measurement and the paired check; shared for the rest (its cases, data, outputs, the re-check)."""
+    evaluation's hold on a warm pool's device, `idle_mode` on entry: exclusive for each of the candidate's
+    timing loops (the wait is the parent's, not counted against the worker's bounds:
+    tools/supervise/jobs.py), a re-measurement and the paired check; shared for the rest of the candidate's
+    life (its cases) and the truth server's re-check; `idle_mode` between them."""
     alone = (lambda: turns.holding("exclusive")) if turns is not None else contextlib.nullcontext
     job, plan, truth = prepared.job, prepared.plan, prepared.truth
     base = {**base, "seed": prepared.master}
     launch: dict[str, Any] = {"launcher": ev.launch_candidate, "secret_dirs": [ev.staging]} if ev else {}
     no_device = truth.first(wire.NoDevice) is not None
     if no_device or truth.first(wire.Done) is None:
+        if turns is not None:
+            turns.to("shared")  # its import may run device work
         outcome = run_candidate(job, problem, orders.COMPILE, **launch)
         comp = compile_result(outcome, base["kernel_hash"], no_device=no_device)
         base["env"] = _with_containment(base["env"], outcome.containment)
@@ -94,9 +98,10 @@ def evaluate(
     launch["secrets"] = plan.secrets(prepared.master)
     if turns is not None:
         verdicts.turn = turns.to
+        turns.to("shared")  # the candidate's process, live, may run device work at any time
     outcome = run_candidate(job, problem, plan.candidate_request(), on_message=verdicts.handle, **launch)
     if turns is not None:
-        turns.to("shared")  # a loop the worker never ended (it died in it) holds the device no longer
+        turns.to(idle_mode(problem.spec.device))  # it has exited (or died in a loop it never ended)
     clock.update(phases.candidate_phases(outcome))
     judging = time.monotonic()
     result = _verdict(problem, outcome, verdicts, ref_msgs, base, watched, changed_before)
@@ -112,8 +117,8 @@ def evaluate(
         suspicious = suspicious or _suspicious(again, result.status in CLEAN_STATUSES and not result.flags)
     if result.status == "ok":
         checking = time.monotonic()
-        with alone():
-            result = check_cached_reference(problem, plan, job, ev, result)
+        # the truth server takes the device alone for the reference's loop (wire.DeviceWanted)
+        result = check_cached_reference(problem, plan, job, ev, result, turns)
         clock["reference_check"] = time.monotonic() - checking
     return result, suspicious
 

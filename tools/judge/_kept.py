@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from tools import orders, wire
 from tools.problem import Tolerance
 from tools.results import CaseResult
-from tools.supervise import ChildOutcome, Deadline
+from tools.supervise import ChildOutcome, Deadline, DeviceTurns
 from tools.supervise.truth_server import TruthServer
 
 Rechecks = dict[str, list[CaseResult]]  # shape -> its checked calls' verdicts
@@ -31,6 +31,7 @@ class KeptTruth:
     handle: str
     tolerance: Tolerance
     claimed: bool = True  # the server was handed out claimed (WarmPool.truth_server)
+    turns: DeviceTurns | None = None  # the evaluation's turns on the device, taken for the re-check's work
 
     def usable(self) -> bool:
         return self.server.alive()
@@ -52,7 +53,7 @@ class KeptTruth:
         if not self.usable():
             raise TruthLost("the truth server that kept this evaluation's truth has stopped")
         request = orders.RecheckRequest(handle=self.handle, tolerance=self.tolerance, shapes=shapes)
-        outcome = self.server.request(request, Deadline(RECHECK_TIMEOUT_S))
+        outcome = self.server.request(request, Deadline(RECHECK_TIMEOUT_S), self.turns)
         answers = {m.name: m.results for m in outcome.all(wire.Rechecked)}
         if outcome.returncode != 0 or any(s.name not in answers for s in shapes):
             err = outcome.first(wire.TruthError)

@@ -26,7 +26,16 @@ from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
-from tools.supervise import ChildOutcome, Deadline, Job, WarmPool, child_env, run_child, thread_env
+from tools.supervise import (
+    ChildOutcome,
+    Deadline,
+    DeviceTurns,
+    Job,
+    WarmPool,
+    child_env,
+    run_child,
+    thread_env,
+)
 
 CALLS = 5  # the reference's timed calls in a check, after one warm-up
 MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
@@ -59,11 +68,15 @@ def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
     )  # fmt: skip
 
 
-def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | None) -> ChildOutcome:
+def time_reference_now(
+    problem: Problem, plan: Plan, job: Job, pool: WarmPool | None, turns: DeviceTurns | None = None
+) -> ChildOutcome:
+    """The reference timed at the primary shape now: by the warm truth server on the caller's `turns` (it
+    takes the device alone for the loop), or by a cold truth worker."""
     request = check_request(problem, plan)
     deadline = Deadline(CHECK_SECONDS * 3 + 30)
     if pool is not None:
-        return pool.run_truth(problem.data_hash, request, deadline)
+        return pool.run_truth(problem.data_hash, request, deadline, turns)
     path = job.private / "reference_check.json"
     path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"
@@ -73,7 +86,12 @@ def time_reference_now(problem: Problem, plan: Plan, job: Job, pool: WarmPool | 
 
 
 def check_cached_reference(
-    problem: Problem, plan: Plan, job: Job, pool: WarmPool | None, result: BenchResult
+    problem: Problem,
+    plan: Plan,
+    job: Job,
+    pool: WarmPool | None,
+    result: BenchResult,
+    turns: DeviceTurns | None = None,
 ) -> BenchResult:
     """`result` (ok, timed against a cached reference median at the primary shape) after the paired check."""
     primary = result.primary_timing
@@ -84,7 +102,7 @@ def check_cached_reference(
         or primary.candidate is None
     ):
         return result
-    outcome = time_reference_now(problem, plan, job, pool)
+    outcome = time_reference_now(problem, plan, job, pool, turns)
     ready = outcome.first(wire.TimingReady)
     fresh = ready.reference if ready is not None else None
     if fresh is None:

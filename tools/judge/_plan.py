@@ -23,6 +23,7 @@ from tools.results import EnvInfo, TimingStats
 from tools.supervise import (
     ChildOutcome,
     Deadline,
+    DeviceTurns,
     Job,
     WarmPool,
     call_bound,
@@ -334,9 +335,11 @@ def prepare(
     pool: WarmPool | None = None,
     parent: Path | None = None,
     ahead: bool = False,
+    turns: DeviceTurns | None = None,
 ) -> Prepared:
-    """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one. Made `ahead`
-    of its evaluation, its server is not kept claimed while it waits (`KeptTruth.reclaim`)."""
+    """Data and truth of one evaluation: by a cold truth worker, or the evaluator's warm one, which takes
+    `turns` on the device for its device work (TruthServer.request). Made `ahead` of its evaluation, its
+    server is not kept claimed while it waits (`KeptTruth.reclaim`)."""
     job = Job.create(None, parent)
     kept: KeptTruth | None = None
     try:
@@ -344,9 +347,10 @@ def prepare(
         if pool is None:
             truth = run_truth(job, problem, plan)
         else:
-            kept = KeptTruth(pool.truth_server(problem.data_hash), uuid.uuid4().hex, problem.spec.tolerance)
+            server = pool.truth_server(problem.data_hash)
+            kept = KeptTruth(server, uuid.uuid4().hex, problem.spec.tolerance, turns=turns)
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
-            truth = kept.server.request(plan.truth_request(problem, keep_as=kept.handle), deadline)
+            truth = server.request(plan.truth_request(problem, keep_as=kept.handle), deadline, turns)
         truths: dict[str, Any] = {}
         if truth.first(wire.Done) is not None:
             plan = plan.with_reference_errors(truth)
@@ -378,9 +382,13 @@ def obtain(
     pool: WarmPool | None,
     ready: Prepared | None,
     clock: dict[str, float],
+    turns: DeviceTurns | None = None,
 ) -> Prepared:
-    """The evaluation prepared ahead of time where it fits; otherwise data and truth made now."""
+    """The evaluation prepared ahead of time where it fits; otherwise data and truth made now, on `turns`;
+    either way its kept truth's re-check takes `turns` too."""
     if pool is not None and ready is not None:
+        if ready.kept is not None:
+            ready.kept.turns = turns  # its re-check, or its forgetting, on this evaluation's turns
         if prefetch_usable(ready, problem, env) and (ready.kept is None or ready.kept.reclaim()):
             old = ready.job.move_to(pool.jobs_dir)
             ready.plan = ready.plan.relocated(old, ready.job.root).retuned(problem)
@@ -388,7 +396,9 @@ def obtain(
         ready.discard()
     master = seed if seed is not None else secrets.randbits(62)
     parent = pool.jobs_dir if pool is not None else None
-    item = prepare(problem, env, master, refresh_reference=refresh_reference, pool=pool, parent=parent)
+    item = prepare(
+        problem, env, master, refresh_reference=refresh_reference, pool=pool, parent=parent, turns=turns
+    )
     clock.update(item.phases)
     return item
 
@@ -403,7 +413,16 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
     problem with its context, cuBLAS and profiler started), while the caller thinks."""
 
     def make() -> Prepared:
-        return prepare(problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True)
+        # A CUDA problem's truth takes the device only for its device work; a CPU problem's holds it shared
+        # throughout (all its work runs on the device CPU loops are timed on).
+        turns = DeviceTurns(pool.device)
+        try:
+            turns.to("none" if problem.spec.device == "cuda" else "shared")
+            return prepare(
+                problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True, turns=turns
+            )
+        finally:
+            turns.close()
 
     # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
     truth = make if reference_cached(problem, env) else None

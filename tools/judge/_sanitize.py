@@ -55,9 +55,11 @@ from tools.results import (
 from tools.supervise import (
     ChildOutcome,
     Deadline,
+    DeviceTurns,
     Job,
     WarmPool,
     describe_exit,
+    idle_mode,
     pool_for,
     run_candidate,
     visible_gpu,
@@ -173,17 +175,18 @@ def judge_asan_run(outcome: ChildOutcome, log_text: str, budget_s: float) -> San
 
 
 def _case_data(
-    problem: Problem, case: str, job: Job, ev: WarmPool | None
+    problem: Problem, case: str, job: Job, ev: WarmPool | None, turns: DeviceTurns | None = None
 ) -> tuple[list[orders.CandidateCase], list[str], str]:
-    """The inputs and weights of one correctness case in `job` (its truth made and thrown away): the case's
-    request items, the values that must not reach the candidate, and "" or why the data could not be made."""
+    """The inputs and weights of one correctness case in `job` (its truth made and thrown away, on `turns`):
+    the case's request items, the values that must not reach the candidate, and "" or why the data could
+    not be made."""
     master = secrets.randbits(62)
     plan = Plan.make(problem, job, master, ReferenceTimes(problem, collect_env(problem))).only_case(case)
     if ev is None:
         truth = run_truth(job, problem, plan)
     else:
         deadline = Deadline(problem.spec.limits.eval_timeout_s)
-        truth = ev.run_truth(problem.data_hash, plan.truth_request(problem), deadline)
+        truth = ev.run_truth(problem.data_hash, plan.truth_request(problem), deadline, turns)
     plan.take_truth().clear()  # off the disk: the sanitizer needs inputs only
     err = truth.first(wire.TruthError)
     why = (
@@ -243,18 +246,24 @@ def sanitize(
         runs = [SanitizerRun(tool=t, status="unavailable", message=why, budget_s=budgets[t]) for t in names]
         return report_of(runs, case, time.monotonic() - start)
     ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
-    with ev.device.exclusive() if ev is not None else contextlib.nullcontext(), visible_gpu(gpu):
+    turns = DeviceTurns(ev.device) if ev is not None else None
+    if turns is not None:
+        turns.to(idle_mode(problem.spec.device))
+    with visible_gpu(gpu):
         job = Job.create(kernel_code, ev.jobs_dir if ev else None)
         try:
-            items, hidden, failed = _case_data(problem, case, job, ev)
+            items, hidden, failed = _case_data(problem, case, job, ev, turns)
             if failed:
                 runs = [
                     SanitizerRun(tool=t, status="failed", message=failed, budget_s=budgets[t]) for t in names
                 ]
             else:
                 own = frozenset(kernel_names(kernel_code))
-                runs = [_run_tool(t, problem, job, items, hidden, budgets[t], ev, own) for t in names]
+                with turns.holding("exclusive") if turns is not None else contextlib.nullcontext():
+                    runs = [_run_tool(t, problem, job, items, hidden, budgets[t], ev, own) for t in names]
         finally:
+            if turns is not None:
+                turns.close()
             job.cleanup()
     return report_of(runs, case, time.monotonic() - start)
 

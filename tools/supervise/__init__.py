@@ -22,7 +22,13 @@ from tools.supervise._spawn import (
 )
 from tools.supervise.integrity import HARNESS, text_hash
 from tools.supervise.jobs import Job, WarmUnavailable, describe_exit, kernel_hash, run_candidate
-from tools.supervise.locks import DeviceTurns, ExclusiveSink, SharedExclusiveLock, exclusive_listener
+from tools.supervise.locks import (
+    DeviceTurns,
+    ExclusiveSink,
+    SharedExclusiveLock,
+    exclusive_listener,
+    idle_mode,
+)
 from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
 from tools.supervise.watchdog import Watchdog, call_bound
 
@@ -44,6 +50,7 @@ __all__ = [
     "cuda_visible_devices",
     "describe_exit",
     "exclusive_listener",
+    "idle_mode",
     "kernel_hash",
     "kill_all_children",
     "listen",

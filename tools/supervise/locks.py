@@ -86,6 +86,13 @@ class SharedExclusiveLock:
 Mode = Literal["none", "shared", "exclusive"]
 
 
+def idle_mode(device: str) -> Mode:
+    """What an evaluation holds of its device between its device work: nothing on a CUDA problem (its host
+    work moves no device clock, so another trajectory's loop is timed meanwhile); shared on a CPU one (all
+    its work runs on the device CPU loops are timed on)."""
+    return "none" if device == "cuda" else "shared"
+
+
 class DeviceTurns:
     """One evaluation's hold on `lock`: none, shared or exclusive, changed with `to` from any thread."""
 

@@ -31,8 +31,11 @@ that guarantee. The zygote itself is still replaced after any fault, timeout, fl
 
 A timed loop never shares the device: it holds the pool's device lock exclusively (a candidate's timing
 phase, the paired check of the reference, a re-measurement, the baselines, the profiler, the sanitizer),
-while truth made ahead, correctness cases and the truth server's re-check of timed outputs hold it shared,
-beside one another (two trajectories' evaluations overlap there) but never beside a timed loop.
+while the truth server's device work (a truth, a re-check of timed outputs) and a candidate's life (its
+correctness cases) hold it shared, beside one another (two trajectories' evaluations overlap there) but
+never beside a timed loop. A CUDA evaluation's host work holds nothing: building inputs, writing files,
+judging, a worker's start, so another trajectory's loop is timed meanwhile. A CPU problem's evaluation
+holds it shared throughout: all its work runs on the device it times.
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ from tools.supervise._spawn import (
 )
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
-from tools.supervise.locks import SharedExclusiveLock
+from tools.supervise.locks import DeviceTurns, SharedExclusiveLock
 from tools.supervise.truth_server import TruthServer
 from tools.worker.seal import SealSpec
 
@@ -176,18 +179,23 @@ class WarmPool:
             server.claim()
             return server
 
-    def run_truth(self, key: str, request: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
+    def run_truth(
+        self, key: str, request: orders.ServedRequest, deadline: Deadline, device: DeviceTurns | None = None
+    ) -> ChildOutcome:
+        """One request to `key`'s server; `device`: the caller's turns (TruthServer.request)."""
         server = self.truth_server(key)
         try:
-            return server.request(request, deadline)
+            return server.request(request, deadline, device)
         finally:
             server.release()
 
     def start_prefetch(
         self, key: str, prepare: Callable[[], Any] | None, *, worker: orders.WorkerKind | None = None
     ) -> None:
-        """Prepare the next evaluation of `key` in the background, holding the device shared while it runs:
-        its truth (`prepare`, where given) and, for a CUDA problem, a CUDA worker made ahead of need. Up to
+        """Prepare the next evaluation of `key` in the background: its truth (`prepare`, where given) and, for
+        a CUDA problem, a CUDA worker made ahead of need. A CPU problem's holds the device shared throughout
+        (its truth, its worker's start: all on the timed device); a CUDA problem's holds nothing itself (a
+        worker's start moves no device clock), its truth server takes the device for its device work. Up to
         one more than the evaluations still running on this pool are made or waiting at once, `AHEAD` at most:
         two trajectories each find one, and one trajectory's next truth is not made beside its own timing."""
         with self._lock:
@@ -200,13 +208,18 @@ class WarmPool:
         count = len(queue)  # this prefetch's worker and those of the ones before it still waiting
 
         def run() -> None:
-            with self.device.shared():
-                if self.closed:
-                    return
-                asked = worker is not None and self.zygote().request_prepared(worker, count)
-                if prepare is not None:
-                    with contextlib.suppress(Exception):  # a failed prefetch is just not there
-                        pending.result.append(prepare())
+            if self.closed:
+                return
+            cuda = worker == "cuda"  # its start runs beside the truth: it moves no device clock
+            asked = cuda and self.zygote().request_prepared("cuda", count)
+            if prepare is not None:
+                with contextlib.suppress(Exception):  # a failed prefetch is just not there
+                    pending.result.append(prepare())
+            if worker is None or self.closed:
+                return
+            # A CPU worker's start runs on the device CPU loops are timed on: after the truth, held shared.
+            with contextlib.nullcontext() if cuda else self.device.shared():
+                asked = asked or not cuda and self.zygote().request_prepared(worker, count)
                 if asked and self._zygote is not None:
                     self._zygote.wait_prepared()
 

@@ -25,6 +25,9 @@ from tools.supervise._spawn import (
     track_group,
 )
 from tools.supervise.fork_server import START_TIMEOUT_S
+from tools.supervise.locks import DeviceTurns, Mode
+
+_STRENGTH: dict[Mode, int] = {"none": 0, "shared": 1, "exclusive": 2}
 
 
 class TruthServer:
@@ -95,17 +98,48 @@ class TruthServer:
                     return None
         return None
 
-    def request(self, req: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
+    def request(
+        self, req: orders.ServedRequest, deadline: Deadline, device: DeviceTurns | None = None
+    ) -> ChildOutcome:
         """Run one request; the outcome looks like a cold truth worker's (messages, arrivals, exit). Its
         deadline runs from when the server takes it: the wait for an earlier request, or for the server's
         start (bounded by START_TIMEOUT_S), is not its time (a request whose deadline ran out is answered by
-        killing the server)."""
-        asked = time.monotonic()
-        with self._one_at_a_time:
-            deadline.at += time.monotonic() - asked
-            return self._request(req, deadline)
+        killing the server).
 
-    def _request(self, req: orders.ServedRequest, deadline: Deadline) -> ChildOutcome:
+        `device`: the caller's turns on the device lock. What they hold is let go while the request waits
+        for the server and taken again once the server is its own, so the server always comes before the
+        device: an earlier request, waiting for a turn for its device work, never waits on this caller. The
+        server's device work takes a stronger turn where it asks for one (`DeviceWanted`: shared for a
+        truth or a re-check, exclusive to time the reference) and gives it back after. None only where the
+        caller holds nothing of the device lock: its asks are then granted at once."""
+        held: Mode = device.mode if device is not None else "none"
+        if device is not None:
+            device.to("none")
+        try:
+            asked = time.monotonic()
+            with self._one_at_a_time:
+                deadline.at += time.monotonic() - asked
+                if device is not None:
+                    device.to(held)
+                return self._request(req, deadline, device)
+        finally:
+            if device is not None:
+                device.to(held)
+
+    def _grant(self, device: DeviceTurns | None, wanted: Mode) -> float:
+        """Take the turn the server asked for (never less than is held), tell it so; the seconds waited,
+        which are not the request's own."""
+        start = time.monotonic()
+        if device is not None and _STRENGTH[wanted] > _STRENGTH[device.mode]:
+            device.to(wanted)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"granted\n")
+        self.proc.stdin.flush()
+        return time.monotonic() - start
+
+    def _request(
+        self, req: orders.ServedRequest, deadline: Deadline, device: DeviceTurns | None
+    ) -> ChildOutcome:
         start = time.monotonic()
         if not self.ready:
             msg = self._next(Deadline(START_TIMEOUT_S))
@@ -125,8 +159,20 @@ class TruthServer:
         messages: list[wire.WorkerMessage] = []
         arrivals: list[tuple[str, float]] = []
         tell("truth", "spawn")  # a request to the warm server stands for a cold worker's start
+        turns: list[Mode] = []  # what was held before each turn the server asked for and has not ended
         while (msg := self._next(deadline)) is not None:
             if getattr(msg, "id", None) not in (None, rid):
+                continue
+            if isinstance(msg, wire.DeviceWanted):
+                turns.append(device.mode if device is not None else "none")
+                try:
+                    deadline.at += self._grant(device, msg.mode)
+                except OSError:
+                    break
+                continue
+            if isinstance(msg, wire.DeviceReleased):
+                if device is not None and turns:
+                    device.to(turns.pop())
                 continue
             tell("truth", msg.event, getattr(msg, "name", None))
             if isinstance(msg, wire.RequestFinished):

@@ -7,13 +7,14 @@ Usage: python -m tools.worker.truth REQUEST.json CHANNEL_FD
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import sys
 import time
 import traceback
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Literal
 
 import torch
 
@@ -115,6 +116,34 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+class DeviceGate:
+    """The warm server's turns on the device: before its device work it asks the harness (`DeviceWanted`)
+    and waits for `granted` on stdin; after it, synchronised, it says so (`DeviceReleased`). Its host work
+    (building inputs, writing files) holds nothing, so another evaluation's timed loop runs meanwhile. A
+    cold worker (`stdin` None) runs ungated: it has no conversation, and its harness holds what it needs."""
+
+    def __init__(self, channel: Channel | None = None, stdin: IO[str] | None = None, device: str = "cpu"):
+        self.channel, self.stdin, self.device = channel, stdin, device
+
+    @contextlib.contextmanager
+    def hold(self, mode: Literal["shared", "exclusive"] = "shared") -> Iterator[None]:
+        if self.channel is None or self.stdin is None:
+            yield
+            return
+        self.channel.send(wire.DeviceWanted(mode=mode))
+        answer = self.stdin.readline().strip()
+        if answer != "granted":
+            raise RuntimeError(f"the harness did not grant the device (it said {answer!r})")
+        try:
+            yield
+        finally:
+            _sync(self.device)  # queued kernels are device work too: done before the turn ends
+            self.channel.send(wire.DeviceReleased())
+
+
+UNGATED = DeviceGate()
+
+
 def pins_of(item: orders.TruthCase | orders.TruthShape) -> dict[str, SizeValue]:
     """The constants this case fixes (tools/problem.py `Problem.pins`); an item without them pins every
     size it names, which comes to the same where those are the module's own constants."""
@@ -127,14 +156,19 @@ def structure(req: orders.TruthRequest, item: orders.TruthCase | orders.TruthSha
 
 
 def prepare_case(
-    req: orders.TruthRequest, item: orders.TruthCase, device: str, forwards: ForwardCache | None = None
+    req: orders.TruthRequest,
+    item: orders.TruthCase,
+    device: str,
+    forwards: ForwardCache | None = None,
+    gate: DeviceGate = UNGATED,
 ) -> wire.CaseReady:
     case = item.case
     built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
-    judge = Judge(built["model"], device, forwards, structure(req, item))
-    truth, error = judge.truth_and_error(built["inputs"])
-    truth = truth.to("cpu", torch.float64)
-    judge.release()
+    with gate.hold():
+        judge = Judge(built["model"], device, forwards, structure(req, item))
+        truth, error = judge.truth_and_error(built["inputs"])
+        truth = truth.to("cpu", torch.float64)
+        judge.release()
     torch.save(
         {
             "init_inputs": built["init_inputs"],
@@ -188,6 +222,7 @@ def prepare_timing(
     channel: Channel,
     keep: Kept | None = None,
     forwards: ForwardCache | None = None,
+    gate: DeviceGate = UNGATED,
 ) -> None:
     """One shape's base inputs (to the shared folder) and its checked calls' truth: into `keep` (the warm
     server's, on the device) or to the private folder."""
@@ -195,7 +230,8 @@ def prepare_timing(
     built = refmod.build_case(req.reference_source, case, pins_of(item), item.seed)
     if not item.truth_offsets:  # a paired check (tools/judge/_paired.py): the reference's time, nothing else
         began = time.perf_counter()
-        checked = reference_timing(built, [built["inputs"]], device, item.reference_cfg)
+        with gate.hold("exclusive"):
+            checked = reference_timing(built, [built["inputs"]], device, item.reference_cfg)
         channel.send(
             wire.TimingReady(name=item.name, reference=checked, reference_seconds=time.perf_counter() - began)
         )
@@ -203,14 +239,15 @@ def prepare_timing(
     # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
     # set rolled by that call's secret offset (tools/worker/fresh.py).
     sets = [fresh.rolled(built["inputs"], offset) for offset in item.truth_offsets]
-    judge = Judge(built["model"], device, forwards, structure(req, item))
-    # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
-    # others are the same values rolled, and a third of this shape's reference calls went to them.
-    first, error = judge.truth_and_error(sets[0])
-    truths = [first, *(judge.truth(inputs) for inputs in sets[1:])]
-    ref_errors = [error] * len(sets)
-    facts = truth_facts(truths, req.tolerance, error)
-    judge.release()
+    with gate.hold():
+        judge = Judge(built["model"], device, forwards, structure(req, item))
+        # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
+        # others are the same values rolled, and a third of this shape's reference calls went to them.
+        first, error = judge.truth_and_error(sets[0])
+        truths = [first, *(judge.truth(inputs) for inputs in sets[1:])]
+        ref_errors = [error] * len(sets)
+        facts = truth_facts(truths, req.tolerance, error)
+        judge.release()
     torch.save(
         {
             "init_inputs": built["init_inputs"],
@@ -227,7 +264,10 @@ def prepare_timing(
         torch.save([t.to("cpu", torch.float64) for t in truths], item.truth_path)
     del truths
     start = time.perf_counter()
-    stats = reference_timing(built, sets, device, item.reference_cfg) if item.time_reference else None
+    stats = None
+    if item.time_reference:
+        with gate.hold("exclusive"):
+            stats = reference_timing(built, sets, device, item.reference_cfg)
     channel.send(
         wire.TimingReady(
             name=item.name,
@@ -241,7 +281,11 @@ def prepare_timing(
 
 
 def run_request(
-    req: orders.TruthRequest, channel: Channel, keep: Kept | None = None, forwards: ForwardCache | None = None
+    req: orders.TruthRequest,
+    channel: Channel,
+    keep: Kept | None = None,
+    forwards: ForwardCache | None = None,
+    gate: DeviceGate = UNGATED,
 ) -> int:
     """One evaluation's data and truth: every case, then every timing shape (their truth into `keep`
     where given; the reference's forwards through `forwards`, the warm server's graphs, where given)."""
@@ -256,10 +300,10 @@ def run_request(
     try:
         for case in req.cases:
             where = f"case {case.case.name}"
-            channel.send(prepare_case(req, case, device, forwards))
+            channel.send(prepare_case(req, case, device, forwards, gate))
         for shape in req.timing:
             where = f"timing shape {shape.name}"
-            prepare_timing(req, shape, device, channel, keep, forwards)
+            prepare_timing(req, shape, device, channel, keep, forwards, gate)
     except Exception as exc:
         channel.send(
             wire.TruthError(
@@ -280,7 +324,9 @@ def main(request_path: str, fd: str) -> int:
 MAX_KEPT = 4  # evaluations whose truth the server keeps at once (one running, one or two made ahead)
 
 
-def recheck(req: orders.RecheckRequest, kept: Kept | None, channel: Channel) -> int:
+def recheck(
+    req: orders.RecheckRequest, kept: Kept | None, channel: Channel, gate: DeviceGate = UNGATED
+) -> int:
     """The candidate's timed outputs against the truth kept for them, on the device where it is."""
     if kept is None:
         channel.send(wire.TruthError(where="recheck", message=f"no truth is kept under {req.handle}"))
@@ -296,9 +342,10 @@ def recheck(req: orders.RecheckRequest, kept: Kept | None, channel: Channel) -> 
             bad = CaseResult(name=f"{shape.name}/timed", status="error", message=f"unreadable outputs: {exc}")
             channel.send(wire.Rechecked(name=shape.name, results=[bad]))
             continue
-        results = compare_calls(
-            shape.name, outs, truths, shape.kept, req.tolerance, shape.sizes, shape.ref_errors
-        )
+        with gate.hold():
+            results = compare_calls(
+                shape.name, outs, truths, shape.kept, req.tolerance, shape.sizes, shape.ref_errors
+            )
         del outs
         channel.send(wire.Rechecked(name=shape.name, results=results))
     return 0
@@ -309,16 +356,17 @@ def serve_one(
     kept: dict[str, Kept],
     channel: Channel,
     forwards: ForwardCache | None = None,
+    gate: DeviceGate = UNGATED,
 ) -> int:
     match request:
         case orders.TruthRequest(keep_as=str(handle)):
             while len(kept) >= MAX_KEPT:  # an evaluation that never said it ended
                 kept.pop(next(iter(kept)))
-            return run_request(request, channel, kept.setdefault(handle, {}), forwards)
+            return run_request(request, channel, kept.setdefault(handle, {}), forwards, gate)
         case orders.TruthRequest():
-            return run_request(request, channel, None, forwards)
+            return run_request(request, channel, None, forwards, gate)
         case orders.RecheckRequest():
-            return recheck(request, kept.get(request.handle), channel)
+            return recheck(request, kept.get(request.handle), channel, gate)
         case orders.ForgetRequest():
             kept.pop(request.handle, None)
             return 0
@@ -334,10 +382,11 @@ def serve(fd: str) -> int:
     channel.send(wire.Ready())
     kept: dict[str, Kept] = {}
     forwards = ForwardCache() if torch.cuda.is_available() else None
-    for line in sys.stdin:
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    while line := sys.stdin.readline():  # readline, not iteration: a gate reads its grants in between
         served = orders.ServedTruthRequest.model_validate_json(line)
         channel.send(wire.Ready(id=served.id))
-        code = serve_one(served.request, kept, channel, forwards)
+        code = serve_one(served.request, kept, channel, forwards, DeviceGate(channel, sys.stdin, device))
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
         channel.send(wire.RequestFinished(id=served.id, returncode=code))

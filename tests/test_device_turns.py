@@ -1,0 +1,138 @@
+"""The truth server's turns on the device (wire.DeviceWanted): a real warm server on the tiny problem.
+
+Its device work (each case's and shape's truth, a re-check, the reference's loop) takes a turn on the pool's
+device lock; its host work takes none, so another trajectory's timed loop runs meanwhile. And a caller
+that holds the device never waits for the server holding it: a request already in the server may be
+waiting for its own turn.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_warm import serve_reference_times
+from tools import orders
+from tools.judge._paired import time_reference_now
+from tools.judge._plan import prepare
+from tools.problem import Problem
+from tools.supervise import Deadline, DeviceTurns, SharedExclusiveLock, WarmPool
+
+
+class RecordingLock(SharedExclusiveLock):
+    """The pool's device lock, noting each turn taken."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[str] = []
+        self.asked: list[str] = []
+
+    def acquire_shared(self) -> None:
+        self.asked.append("shared")
+        super().acquire_shared()
+        self.taken.append("shared")
+
+    def acquire_exclusive(self) -> None:
+        super().acquire_exclusive()
+        self.taken.append("exclusive")
+
+    def free(self) -> bool:
+        return self._shared == 0 and not self._exclusive
+
+
+@pytest.fixture
+def pool() -> Iterator[WarmPool]:
+    pool = WarmPool()
+    pool.device = RecordingLock()
+    yield pool
+    pool.shutdown()
+
+
+def test_a_truths_device_work_takes_a_shared_turn_each_and_its_host_work_none(
+    tiny: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: WarmPool
+) -> None:
+    env = serve_reference_times(tiny, tmp_path, monkeypatch)
+    lock = pool.device
+    assert isinstance(lock, RecordingLock)
+    turns = DeviceTurns(lock)  # as a CUDA evaluation holds it between its device work: nothing
+    item = prepare(tiny, env, 1234, pool=pool, parent=pool.staging, turns=turns)
+    try:
+        assert item.ok, item.truth.output
+        assert lock.taken == ["shared"] * (len(item.plan.cases) + len(item.plan.timing))
+        assert turns.mode == "none"
+        assert lock.free()
+    finally:
+        item.discard()
+
+
+def test_the_reference_timed_by_the_server_takes_the_device_alone(
+    tiny: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: WarmPool
+) -> None:
+    """The paired check's loop, and a truth that times the reference (the first on a host, a final
+    re-check): exclusive, whatever the caller held."""
+    env = serve_reference_times(tiny, tmp_path, monkeypatch)
+    lock = pool.device
+    assert isinstance(lock, RecordingLock)
+    turns = DeviceTurns(lock)
+    item = prepare(tiny, env, 99, pool=pool, parent=pool.staging, turns=turns, refresh_reference=True)
+    try:
+        assert item.ok, item.truth.output
+        assert lock.taken.count("exclusive") == len(item.plan.timing)
+        lock.taken.clear()
+        turns.to("shared")  # as a CPU evaluation holds it: given back at the end, never lost
+        checked = time_reference_now(tiny, item.plan, item.job, pool, turns)
+        assert checked.returncode == 0, checked.output
+        assert lock.taken[-2:] == ["exclusive", "shared"]
+        assert turns.mode == "shared"
+        turns.close()
+        assert lock.free()
+    finally:
+        item.discard()
+
+
+def test_a_caller_holding_the_device_alone_lets_a_request_waiting_for_its_turn_finish(
+    tiny: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pool: WarmPool
+) -> None:
+    """Trajectory B's truth is in the server, waiting for a shared turn, while trajectory A holds the device
+    alone and asks the server something: A lets go while it waits for the server (else each waits for the
+    other forever), B's truth is made, then A's request runs with its exclusive turn taken again."""
+    env = serve_reference_times(tiny, tmp_path, monkeypatch)
+    lock = pool.device
+    assert isinstance(lock, RecordingLock)
+    a = DeviceTurns(lock)
+    a.to("exclusive")
+    made: list[bool] = []
+
+    def trajectory_b() -> None:
+        made.append(prepare(tiny, env, 7, pool=pool, parent=pool.staging, turns=DeviceTurns(lock)).ok)
+
+    b = threading.Thread(target=trajectory_b, daemon=True)
+    b.start()
+    server = pool.truth_server(tiny.data_hash)
+    try:
+        deadline = time.monotonic() + 60
+        while not lock.asked and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert lock.asked == ["shared"]  # B's first device work ...
+        assert lock.taken == ["exclusive"]  # ... waits for A's turn
+        assert server.busy()
+        answered: list[int | None] = []
+        forget = orders.ForgetRequest(handle="nothing kept under this")
+        asks = threading.Thread(
+            target=lambda: answered.append(server.request(forget, Deadline(30), a).returncode), daemon=True
+        )
+        asks.start()
+        asks.join(timeout=60)
+        b.join(timeout=60)
+        assert not asks.is_alive(), "the two requests waited for each other"
+        assert not b.is_alive()
+        assert made == [True]
+        assert answered == [0]
+        assert a.mode == "exclusive"
+    finally:
+        server.release()
+        a.close()

@@ -136,3 +136,30 @@ def test_a_caller_holding_the_device_alone_lets_a_request_waiting_for_its_turn_f
     finally:
         server.release()
         a.close()
+
+
+def test_a_second_trajectory_gets_a_truth_server_of_its_own_while_the_first_is_busy() -> None:
+    """One server answers one request at a time, and a request may wait there for its device turn: a CUDA
+    problem's second trajectory (`most=2`) gets a second server rather than queue; never more than two,
+    and an idle one is always taken first. A CPU problem's (`most=1`) stays one."""
+    pool = WarmPool()
+    try:
+        first = pool.truth_server("a", most=2)
+        first.release()
+        with first._one_at_a_time:  # a request in flight
+            second = pool.truth_server("a", most=2)
+            assert second is not first
+            second.release()
+            assert pool.truth_server("a", most=2) is second  # idle: taken before a third is started
+            second.release()
+            with second._one_at_a_time:
+                third = pool.truth_server("a", most=2)
+                assert third in (first, second)
+                third.release()
+        assert pool.truth_server("a", most=2) in (first, second)
+        one = pool.truth_server("cpu problem")
+        one.release()
+        with one._one_at_a_time:
+            assert pool.truth_server("cpu problem") is one
+    finally:
+        pool.shutdown()

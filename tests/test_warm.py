@@ -205,7 +205,7 @@ p = load_problem(sys.argv[1])
 r = benchmark(p, v.baseline())
 ev = pool_for(None, timing_threads(p))
 print(json.dumps({"status": r.status, "workers": r.workers, "zygote": ev.zygote_pid(), "root": str(ev.root),
-                  "truth": [s.proc.pid for s in ev._truth.values()]}), flush=True)
+                  "truth": [s.proc.pid for ss in ev._truth.values() for s in ss]}), flush=True)
 if sys.argv[2] == "sigint":
     os.kill(os.getpid(), signal.SIGINT)
 """

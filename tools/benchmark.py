@@ -115,8 +115,6 @@ def benchmark(
                 )  # device work beside others' (shared); a timed loop alone
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
             prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
-            if ev is not None and prefetch_next and makes_next_beside(problem):
-                prefetch(problem, env, ev)  # the next evaluation's truth, made while this one runs
             try:
                 prepared.job.write_kernel(kernel_code)
                 result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock, turns)
@@ -168,15 +166,6 @@ def cores_to_spare() -> bool:
         return len(os.sched_getaffinity(0)) >= SPARE_CORES
     except AttributeError:  # not Linux
         return (os.cpu_count() or 1) >= SPARE_CORES
-
-
-def makes_next_beside(problem: Problem) -> bool:
-    """Whether the next evaluation's truth is made while this one runs, not after it: on a CUDA problem
-    on a host with cores to spare. Its truth server takes the device only for its device work (never
-    beside this evaluation's timed loops), its host work has cores of its own, and the next evaluation,
-    back to back, no longer waits for its truth (1.9 s of 5.2 on the H200, 2026-12-02). A CPU problem's
-    truth would slow this one's timing: made after it."""
-    return problem.spec.device == "cuda" and cores_to_spare()
 
 
 def workers_ahead(kind: str, running: int) -> int:

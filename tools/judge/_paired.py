@@ -21,7 +21,7 @@ import math
 from tools import orders, wire
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.host import timing_threads
-from tools.judge._plan import Plan
+from tools.judge._plan import Plan, truth_servers
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
 from tools.problem import Problem
@@ -76,7 +76,7 @@ def time_reference_now(
     request = check_request(problem, plan)
     deadline = Deadline(CHECK_SECONDS * 3 + 30)
     if pool is not None:
-        return pool.run_truth(problem.data_hash, request, deadline, turns)
+        return pool.run_truth(problem.data_hash, request, deadline, turns, truth_servers(problem))
     path = job.private / "reference_check.json"
     path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"

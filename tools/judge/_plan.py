@@ -31,6 +31,7 @@ from tools.supervise import (
     run_child,
     thread_env,
 )
+from tools.supervise.pool import TRUTH_SERVERS
 from tools.worker.refmod import derive_seed
 
 
@@ -347,7 +348,7 @@ def prepare(
         if pool is None:
             truth = run_truth(job, problem, plan)
         else:
-            server = pool.truth_server(problem.data_hash)
+            server = pool.truth_server(problem.data_hash, truth_servers(problem))
             kept = KeptTruth(server, uuid.uuid4().hex, problem.spec.tolerance, turns=turns)
             deadline = Deadline(problem.spec.limits.eval_timeout_s)
             truth = server.request(plan.truth_request(problem, keep_as=kept.handle), deadline, turns)
@@ -427,6 +428,13 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
     # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
     truth = make if reference_cached(problem, env) else None
     pool.start_prefetch(problem.data_hash, truth, worker=worker_kind(problem))
+
+
+def truth_servers(problem: Problem) -> int:
+    """How many truth servers `problem` may have at once: a CUDA problem's parallel trajectories one each
+    (their truths, re-checks and paired checks would otherwise queue at one); a CPU problem's one (a second
+    would only contend for the cores its loops are timed on)."""
+    return TRUTH_SERVERS if problem.spec.device == "cuda" else 1
 
 
 def worker_kind(problem: Problem) -> orders.WorkerKind:

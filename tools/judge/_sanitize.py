@@ -29,7 +29,7 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import collect_env
 from tools.host import timing_threads
-from tools.judge._plan import Plan, run_truth
+from tools.judge._plan import Plan, run_truth, truth_servers
 from tools.judge._sanitizer_output import Findings, NativeFindings, parse_compute_sanitizer, parse_native
 from tools.judge._sanitizer_tools import (
     FOUND_EXIT,
@@ -186,7 +186,8 @@ def _case_data(
         truth = run_truth(job, problem, plan)
     else:
         deadline = Deadline(problem.spec.limits.eval_timeout_s)
-        truth = ev.run_truth(problem.data_hash, plan.truth_request(problem), deadline, turns)
+        request = plan.truth_request(problem)
+        truth = ev.run_truth(problem.data_hash, request, deadline, turns, truth_servers(problem))
     plan.take_truth().clear()  # off the disk: the sanitizer needs inputs only
     err = truth.first(wire.TruthError)
     why = (

@@ -68,6 +68,7 @@ from tools.worker.seal import SealSpec
 WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
 AHEAD = 2  # evaluations of one problem prepared ahead at most (one per trajectory of a parallel run)
+TRUTH_SERVERS = AHEAD  # a CUDA problem's truth servers at most (`truth_server`): one per trajectory
 SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak, up to three at once
 
 
@@ -110,7 +111,7 @@ class WarmPool:
         self.device = SharedExclusiveLock()
         self._lock = threading.Lock()
         self._zygote: Zygote | None = None
-        self._truth: dict[str, TruthServer] = {}
+        self._truth: dict[str, list[TruthServer]] = {}  # per problem, up to the `most` its callers ask
         self._pending: dict[str, list[_Pending]] = {}  # per problem, oldest first
         self.closed = False
         self.running = 0  # evaluations on this pool now (`evaluating`)
@@ -163,27 +164,41 @@ class WarmPool:
 
     # --- truth side ----------------------------------------------------------------------------------
 
-    def truth_server(self, key: str) -> TruthServer:
-        """The truth server of problem `key`, claimed for the caller (`TruthServer.release` gives it back).
-        Starting one stops the other problems' servers that nobody claims: one problem at a time bounds
-        device memory, but an evaluation in flight (a suite's other problem, say) keeps its server and the
-        truth it keeps there."""
+    def truth_server(self, key: str, most: int = 1) -> TruthServer:
+        """A truth server of problem `key`, claimed for the caller (`TruthServer.release` gives it back): one
+        not busy where there is one, else a new one while the problem has fewer than `most` (two
+        trajectories' truths, re-checks and paired checks then never queue behind one another: one server
+        answers one request at a time, and a request may wait there for its turn on the device), else the
+        first that can be claimed. Starting one stops the other problems' servers that nobody claims: one
+        problem at a time bounds device memory, but an evaluation in flight (a suite's other problem, say)
+        keeps its server and the truth it keeps there."""
         with self._lock:
-            server = self._truth.get(key)
-            if server is not None and server.claim():
-                return server
-            for name, other in list(self._truth.items()):
-                if other.retire_if_idle() or not other.alive():
-                    del self._truth[name]
-            server = self._truth[key] = TruthServer(self.root, self.extra_env)
+            servers = self._truth.setdefault(key, [])
+            servers[:] = [s for s in servers if s.alive()]
+            idle = [s for s in servers if not s.busy()]
+            for server in idle if idle or len(servers) < most else servers:
+                if server.claim():
+                    return server
+            for name, others in list(self._truth.items()):
+                if name != key:
+                    others[:] = [o for o in others if not (o.retire_if_idle() or not o.alive())]
+                    if not others:
+                        del self._truth[name]
+            server = TruthServer(self.root, self.extra_env)
             server.claim()
+            servers.append(server)
             return server
 
     def run_truth(
-        self, key: str, request: orders.ServedRequest, deadline: Deadline, device: DeviceTurns | None = None
+        self,
+        key: str,
+        request: orders.ServedRequest,
+        deadline: Deadline,
+        device: DeviceTurns | None = None,
+        most: int = 1,
     ) -> ChildOutcome:
-        """One request to `key`'s server; `device`: the caller's turns (TruthServer.request)."""
-        server = self.truth_server(key)
+        """One request to a server of `key` (`truth_server`); `device`: the caller's turns (TruthServer.request)."""
+        server = self.truth_server(key, most)
         try:
             return server.request(request, deadline, device)
         finally:
@@ -261,7 +276,7 @@ class WarmPool:
 
     def shutdown(self) -> None:
         self.closed = True
-        for server in list(self._truth.values()):
+        for server in [s for servers in self._truth.values() for s in servers]:
             server.stop()
         if self._zygote is not None:
             self._zygote.stop()

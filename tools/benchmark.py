@@ -109,10 +109,8 @@ def benchmark(
     turns = DeviceTurns(ev.device) if ev is not None else None
     with visible_gpu(gpu) if ev is None else ev.evaluating():
         try:
-            if turns is not None:
-                turns.to(
-                    idle_mode(problem.spec.device)
-                )  # device work beside others' (shared); a timed loop alone
+            if turns is not None:  # device work beside others' (shared), a timed loop alone, else idle
+                turns.to(idle_mode(problem.spec.device))
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
             prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
             try:

@@ -24,8 +24,8 @@ from agent.runlog.events import (
     TurnEndEvent,
 )
 from agent.runlog.reader import read_events
-from tests.helpers.hostinfo import describe_host
 from tests.helpers.processes import alive, descendants
+from tests.helpers.timing_report import describe_host, describe_timing, intervals_meet
 from tools.results import BenchResult
 
 pytestmark = pytest.mark.slow
@@ -139,7 +139,7 @@ def test_agent_bench_agrees_with_best_json(
     bench, chosen = BenchResult.model_validate(verdict), BenchResult.model_validate(best.bench)
     close = verdict["speedup"] == pytest.approx(best.speedup, rel=0.4)
     assert close or _intervals_meet(bench, chosen) or _said_busy(bench) or _said_busy(chosen), "\n".join(
-        [f"agent bench: {_timed(bench)}", f"best.json: {_timed(chosen)}", describe_host()]
+        [f"agent bench: {describe_timing(bench)}", f"best.json: {describe_timing(chosen)}", describe_host()]
     )
 
 
@@ -147,27 +147,13 @@ def _intervals_meet(a: BenchResult, b: BenchResult) -> bool:
     ta, tb = a.primary_timing, b.primary_timing
     if ta is None or tb is None or ta.speedup_interval is None or tb.speedup_interval is None:
         return False
-    (alo, ahi), (blo, bhi) = ta.speedup_interval, tb.speedup_interval
-    return alo <= bhi and blo <= ahi
+    return intervals_meet(ta.speedup_interval, tb.speedup_interval)
 
 
 def _said_busy(result: BenchResult) -> bool:
     t = result.primary_timing
     loops = [] if t is None else [t.candidate, None if t.reference_cached else t.reference, t.reference_check]
     return any(s is not None and s.host_was_busy for s in loops)
-
-
-def _timed(result: BenchResult) -> str:
-    t = result.primary_timing
-    if t is None or t.candidate is None or t.reference is None:
-        return f"{result.speedup}x, no primary timing; {result.notices}"
-    check = t.reference_check.median_ms if t.reference_check else None
-    return (
-        f"{t.speedup:.2f}x {t.speedup_interval}: candidate {t.candidate.median_ms:.1f} ms (RSE {t.candidate.rse:.1%}, "
-        f"busy {t.candidate.busy_elsewhere}), reference {t.reference.median_ms:.1f} ms "
-        f"({'cached' if t.reference_cached else 'timed now'}, busy {t.reference.busy_elsewhere}, check {check}); "
-        f"{result.notices}"
-    )
 
 
 def test_ctrl_c_stops_the_run_and_kills_its_processes(tmp_path: Path) -> None:

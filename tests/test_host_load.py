@@ -17,7 +17,7 @@ import pytest
 
 from tests.candidates import scan_variants as v
 from tests.helpers import REPO
-from tests.helpers.hostinfo import describe_host
+from tests.helpers.timing_report import describe_host, describe_timing, intervals_meet
 from tools import benchmark
 from tools.cache.reference_times import ReferenceTimes
 from tools.envinfo import hardware_summary
@@ -143,14 +143,13 @@ def test_the_cpu_demos_speedup_holds_beside_a_busy_process(warm: WarmPool) -> No
     problem = load_problem(REPO / "problems/selective_scan_cpu.yaml")
     code = (REPO / "problems/selective_scan_cpu/trajectory/03_blocked_simd.py").read_text()
     quiet = benchmark(problem, code, pool=warm)
-    qlo, qhi = _interval(quiet)
-    shown = [f"quiet {_timed(quiet)}"]
+    quiet_interval = _interval(quiet)
+    shown = [f"quiet {describe_timing(quiet)}"]
     for _ in range(LOADED_TRIES):
         with spinners(1):
             loaded = benchmark(problem, code, pool=warm)
-        blo, bhi = _interval(loaded)
-        shown.append(f"loaded {_timed(loaded)}")
-        if qlo <= bhi and blo <= qhi:  # the two intervals meet
+        shown.append(f"loaded {describe_timing(loaded)}")
+        if intervals_meet(quiet_interval, _interval(loaded)):
             return
     pytest.fail("\n".join([*shown, describe_host()]))
 
@@ -162,20 +161,6 @@ def _interval(result: BenchResult) -> tuple[float, float]:
     assert primary.speedup is not None
     assert primary.speedup_interval is not None
     return primary.speedup_interval
-
-
-def _timed(result: BenchResult) -> str:
-    """What a failure should show: both loops of the primary shape, and what the evaluation said."""
-    t = result.primary_timing
-    assert t is not None
-    assert t.candidate is not None
-    assert t.reference is not None
-    ref = "cached" if t.reference_cached else "timed now"
-    return (
-        f"{t.speedup:.2f}x {t.speedup_interval}: candidate {t.candidate.median_ms:.1f} ms (RSE {t.candidate.rse:.1%}, "
-        f"n {t.candidate.n}, busy {t.candidate.busy_elsewhere}), reference {t.reference.median_ms:.1f} ms ({ref}, "
-        f"RSE {t.reference.rse:.1%}, busy {t.reference.busy_elsewhere}); {result.notices}"
-    )
 
 
 def _environ(pid: int) -> dict[str, str]:

@@ -12,6 +12,7 @@ import torch
 from tools import orders, wire
 from tools.problem import Case, Tolerance
 from tools.worker import fresh, refmod, truth
+from tools.worker.outputs import KeptWriter
 
 REFERENCE = Path(__file__).resolve().parent.parent / "problems" / "selective_scan" / "reference.py"
 SIZES = {"batch_size": 2, "seq_len": 40, "d_model": 8, "d_state": 4}
@@ -100,7 +101,10 @@ def test_the_warm_server_keeps_a_shapes_truth_and_judges_the_timed_outputs_where
     # The candidate's outputs by slot: slot 0 right, slot 2 wrong in one element.
     wrong = made[2].float().clone()
     wrong.view(-1)[5] += 1.0
-    torch.save({0: made[0].float(), 2: wrong}, tmp_path / "outs.pt")
+    writer = KeptWriter(tmp_path / "outs.pt")  # as the candidate's worker keeps them
+    writer.keep(0, made[0].float())
+    writer.keep(2, wrong)
+    writer.close()
     shape = orders.RecheckShape(
         name="small", out_path=str(tmp_path / "outs.pt"), kept={0: 1, 2: 4, 1: 9}, sizes=SIZES,
         ref_errors=[None, None, None],
@@ -128,3 +132,38 @@ def test_the_warm_server_keeps_the_truth_of_a_few_evaluations_at_most(tmp_path: 
     for i in range(truth.MAX_KEPT + 2):
         truth.serve_one(kept_request(tmp_path, f"ev{i}", [3]), kept, Sent())  # type: ignore[arg-type]
     assert list(kept) == [f"ev{i}" for i in range(2, truth.MAX_KEPT + 2)]  # the oldest went first
+
+
+def test_a_warm_server_builds_the_paired_checks_reference_once_per_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    builds: list[int] = []
+    original = refmod.build_case
+
+    def counted(*args: Any) -> dict[str, Any]:
+        builds.append(args[3])
+        return original(*args)
+
+    monkeypatch.setattr(refmod, "build_case", counted)
+    monkeypatch.setattr(truth, "CHECKED_REFERENCES", {})
+    loop = orders.LoopSettings(warmup=0, min_iters=3, max_iters=3, target_rse=0.5, max_seconds=1.0)
+
+    def check(seed: int, warm: bool) -> wire.TimingReady:
+        item = orders.TruthShape(
+            name="small", sizes=SIZES, seed=seed, truth_offsets=[], time_reference=True, reference_cfg=loop,
+            data_path="/nonexistent/data.pt", truth_path="/nonexistent/truth.pt",
+        )  # fmt: skip
+        request = orders.TruthRequest(reference_source=REFERENCE.read_text(), device="cpu", timing=[item])
+        channel = Sent()
+        forwards = truth.ForwardCache() if warm else None
+        truth.prepare_timing(request, item, "cpu", channel, None, forwards)  # type: ignore[arg-type]
+        (ready,) = channel.messages
+        assert ready.reference is not None
+        assert ready.reference.n == 3
+        return ready
+
+    check(1, warm=True)
+    check(2, warm=True)  # another evaluation's seed: the same reference timed again
+    assert builds == [1]
+    check(3, warm=False)  # a cold worker builds its own
+    assert builds == [1, 3]

@@ -30,6 +30,7 @@ from tools.results import (
 )
 from tools.supervise import ChildOutcome, describe_exit
 from tools.worker import guard
+from tools.worker.outputs import read_kept
 
 FAILURE_STATUS = {"oom": "oom", "cuda_error": "runtime_error", "exception": "runtime_error"}
 
@@ -279,8 +280,8 @@ def recheck(verdicts: Verdicts, item: PlannedShape, problem: Problem, remote: Re
     else:
         order = recheck_order(verdicts, item)
         try:
-            outs = torch.load(item.out_path, weights_only=True)
             truths = verdicts.truths[name]
+            outs = read_kept(item.out_path, str(truths[0].device) if truths else "cpu")
         except Exception as exc:
             return [CaseResult(name=f"{name}/timed", status="error", message=f"unreadable outputs: {exc}")]
         tol = problem.spec.tolerance

@@ -1,0 +1,156 @@
+"""The checked calls' outputs on their way from the candidate's worker to the float64 re-check.
+
+Each kept output is copied from the device straight into a file of its own, mapped shared (tmpfs in the
+job's folder): its raw bytes, one copy. `torch.save` of the same outputs cost the H200 three passes over
+each (a pageable copy to the host at 1.3 GB/s, the pickle's write, the reader's load): ~0.15 s for a 64 MB
+output, ~1.4 s an evaluation of the selective scan's nine (bench/timing_breakdown.py). An index (JSON, at
+the shape's `out_path`) names each slot's dtype and shape.
+
+The reader (the truth server, or the parent where the truth came to it) trusts neither: the candidate's
+process wrote both. It reads only files it names itself (`<out_path>.<slot>`, no links, regular files of
+exactly the size the index implies, read with read(2), never mapped: a file cut short while mapped would
+kill the reader), and only dtypes torch has. A long-lived reader reuses one pinned buffer for its copies
+to the device (`Staging`)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import torch
+
+INDEX_MAX_BYTES = 1 << 20
+
+
+class UnreadableOutputs(Exception):
+    """The index or a kept output is not what the writer is bound to leave: the candidate's fault."""
+
+
+def slot_path(out_path: str | Path, slot: int) -> Path:
+    return Path(f"{out_path}.{slot}")
+
+
+class KeptWriter:
+    """The candidate worker's side: `keep(slot, out)` as each checked call settles, `close()` at the end."""
+
+    def __init__(self, out_path: str | Path) -> None:
+        self.out_path = Path(out_path)
+        self.index: dict[str, dict[str, Any]] = {}
+
+    def keep(self, slot: int, out: torch.Tensor) -> None:
+        path = slot_path(self.out_path, slot)
+        path.unlink(missing_ok=True)  # a slot kept again (a re-measurement) starts a new file
+        flat = out.detach().contiguous().reshape(-1)
+        nbytes = flat.numel() * flat.element_size()
+        if nbytes == 0:
+            path.write_bytes(b"")
+        else:
+            mapped = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
+            mapped.copy_(flat.view(torch.uint8))
+            del mapped
+        self.index[str(slot)] = {"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}
+
+    def close(self) -> None:
+        self.out_path.write_text(json.dumps({"slots": self.index}))
+
+
+class Staging:
+    """One pinned host buffer, grown as needed and reused: a read into it and a copy to the device cost a
+    long-lived reader no page faults (a fresh 64 MB of host memory costs ~30 ms to touch or pin)."""
+
+    def __init__(self) -> None:
+        self.buffer: torch.Tensor | None = None
+
+    def take(self, nbytes: int, device: str) -> torch.Tensor:
+        if device == "cpu":
+            return torch.empty(nbytes, dtype=torch.uint8)  # the tensor handed back is this one
+        if self.buffer is None or self.buffer.numel() < nbytes:
+            self.buffer = None
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+        return self.buffer[:nbytes]
+
+
+def _dtype(name: object) -> torch.dtype:
+    value = getattr(torch, name, None) if isinstance(name, str) and name.isidentifier() else None
+    if not isinstance(value, torch.dtype):
+        raise UnreadableOutputs(f"unknown dtype {str(name)[:40]!r}")
+    return value
+
+
+def _shape(value: object) -> list[int]:
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(d, int) and d >= 0 for d in value)
+        or len(value) > 16
+    ):
+        raise UnreadableOutputs("a shape that is not a list of sizes")
+    return value
+
+
+def _open_regular(path: Path) -> int:
+    """A read-only descriptor on a regular file at `path` itself (never a link, a FIFO or a device)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise UnreadableOutputs(f"{path.name}: {exc.strerror}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnreadableOutputs(f"{path.name} is not a regular file")
+    return fd
+
+
+def _read_exactly(fd: int, into: torch.Tensor) -> None:
+    view = into.numpy().data.cast("B")
+    done = 0
+    while done < len(view):
+        got = os.readv(fd, [view[done:]])
+        if got == 0:
+            raise UnreadableOutputs("a kept output is shorter than its index says")
+        done += got
+
+
+def _read_index(out_path: Path) -> dict[str, Any]:
+    fd = _open_regular(out_path)
+    try:
+        raw = os.read(fd, INDEX_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > INDEX_MAX_BYTES:
+        raise UnreadableOutputs("the index is too large")
+    try:
+        index = json.loads(raw)
+    except ValueError as exc:
+        raise UnreadableOutputs(f"the index is not JSON: {exc}") from exc
+    slots = index.get("slots") if isinstance(index, dict) else None
+    if not isinstance(slots, dict):
+        raise UnreadableOutputs("the index names no slots")
+    return slots
+
+
+def read_kept(out_path: str | Path, device: str, staging: Staging | None = None) -> dict[int, torch.Tensor]:
+    """Slot -> output, on `device`, as the writer kept them. Raises UnreadableOutputs."""
+    out_path = Path(out_path)
+    staging = staging or Staging()
+    outs: dict[int, torch.Tensor] = {}
+    for key, entry in _read_index(out_path).items():
+        if not key.isdigit() or not isinstance(entry, dict):
+            raise UnreadableOutputs(f"a slot named {key[:20]!r}")
+        dtype, shape = _dtype(entry.get("dtype")), _shape(entry.get("shape"))
+        nbytes = math.prod(shape) * dtype.itemsize
+        fd = _open_regular(slot_path(out_path, int(key)))
+        try:
+            if os.fstat(fd).st_size != nbytes:
+                raise UnreadableOutputs(
+                    f"slot {key}: {os.fstat(fd).st_size} bytes where its index implies {nbytes}"
+                )
+            raw = staging.take(nbytes, device)
+            if nbytes:
+                _read_exactly(fd, raw)
+        finally:
+            os.close(fd)
+        outs[int(key)] = raw.to(device).view(dtype).reshape(shape)
+    return outs

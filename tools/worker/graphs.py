@@ -4,9 +4,7 @@ without the host's launch of each.
 The selective scan's reference is a Python loop over the sequence: tens of thousands of small launches,
 so its float64 truth took 0.06-0.37 s a call on the H200 eagerly and 0.02-0.08 s replayed
 (bench/truth_cost.py, 2026-12-02). A graph is captured once per structure (reference source, sizes, dtype,
-input shapes), at its second sight: a capture (a warm-up call, the recording, a replay) costs several eager
-calls, and the first evaluation of a process waits for its truth (15.9 s on the H200 with every case and
-shape captured on first sight), while the second's is made as the model thinks. Each later evaluation copies its own weights, tensor attributes and inputs into the
+input shapes); each later evaluation copies its own weights, tensor attributes and inputs into the
 captured ones and replays. It is trusted only once its replays matched eager runs bit for bit on two
 different evaluations' weights and inputs; a reference that cannot be captured (a host sync, data-dependent
 control flow: refused before any capture is tried, by a warm-up call under torch's sync debug mode), that
@@ -56,7 +54,6 @@ class ForwardCache:
 
     def __init__(self, budget_bytes: int | None = None) -> None:
         self._entries: dict[Hashable, _Captured | None] = {}
-        self._seen: set[Hashable] = set()
         self._budget = budget_bytes
         self.replays = 0  # for tests and the probe
         self.eager = 0
@@ -76,9 +73,6 @@ class ForwardCache:
         if not all(isinstance(v, torch.Tensor) and v.is_cuda for v in inputs if isinstance(v, torch.Tensor)):
             return self._eager(model, inputs)
         key = structure_key(label, model, inputs)
-        if key not in self._seen:  # the first sight runs eagerly: most structures are seen once per process
-            self._seen.add(key)
-            return self._eager(model, inputs)
         if key not in self._entries:
             return self._capture(key, model, inputs)
         entry = self._entries[key]

@@ -109,6 +109,21 @@ MIMICS_A_WORKER = {
             "tools.worker.truth.reset_backend_flags",
         )
     ),
+    # it runs the candidate worker's own timing loop against the judge's own call schedule, step by step
+    *(
+        ("bench/timing_breakdown.py", mod)
+        for mod in (
+            "tools.judge._calls",
+            "tools.judge._calls.CallSchedule",
+            "tools.supervise.pool",
+            "tools.supervise.pool.scratch_root",
+            "tools.worker",
+            "tools.worker.candidate",
+            "tools.worker.fresh",
+            "tools.worker.refmod",
+            "tools.worker.timing",
+        )
+    ),
 }
 
 

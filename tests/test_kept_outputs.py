@@ -61,6 +61,7 @@ def test_a_slot_kept_again_replaces_the_first(tmp_path: Path) -> None:
         ),
         (lambda p: p.write_text(json.dumps({"slots": {"0": {"dtype": "float32", "shape": [-1]}}})), "shape"),
         (lambda p: p.write_text(json.dumps({"slots": {"../x": {"dtype": "float32", "shape": [4]}}})), "slot"),
+        (lambda p: p.write_text(json.dumps({"slots": {"²": {"dtype": "float32", "shape": [4]}}})), "slot"),
         (lambda p: p.write_text("not json"), "not JSON"),
         (lambda p: p.write_text(" " * (2 << 20)), "too large"),
         (lambda p: slot_path(p, 0).unlink(), "No such file"),

@@ -74,9 +74,14 @@ class Staging:
         return self.buffer[:nbytes]
 
 
+# torch's dtypes by name, read from its namespace as it is (a getattr by a name the candidate wrote could
+# import one of torch's lazy submodules in the reader)
+DTYPES = {name: value for name, value in vars(torch).items() if isinstance(value, torch.dtype)}
+
+
 def _dtype(name: object) -> torch.dtype:
-    value = getattr(torch, name, None) if isinstance(name, str) and name.isidentifier() else None
-    if not isinstance(value, torch.dtype):
+    value = DTYPES.get(name) if isinstance(name, str) else None
+    if value is None:
         raise UnreadableOutputs(f"unknown dtype {str(name)[:40]!r}")
     return value
 
@@ -137,16 +142,15 @@ def read_kept(out_path: str | Path, device: str, staging: Staging | None = None)
     staging = staging or Staging()
     outs: dict[int, torch.Tensor] = {}
     for key, entry in _read_index(out_path).items():
-        if not key.isdigit() or not isinstance(entry, dict):
+        if not (key.isascii() and key.isdigit()) or not isinstance(entry, dict):  # "²" is a digit to isdigit
             raise UnreadableOutputs(f"a slot named {key[:20]!r}")
         dtype, shape = _dtype(entry.get("dtype")), _shape(entry.get("shape"))
         nbytes = math.prod(shape) * dtype.itemsize
         fd = _open_regular(slot_path(out_path, int(key)))
         try:
-            if os.fstat(fd).st_size != nbytes:
-                raise UnreadableOutputs(
-                    f"slot {key}: {os.fstat(fd).st_size} bytes where its index implies {nbytes}"
-                )
+            size = os.fstat(fd).st_size
+            if size != nbytes:
+                raise UnreadableOutputs(f"slot {key}: {size} bytes where its index implies {nbytes}")
             raw = staging.take(nbytes, device)
             if nbytes:
                 _read_exactly(fd, raw)

@@ -24,21 +24,25 @@ def scan_cpu() -> Problem:
 
 
 @pytest.mark.slow
-def test_honest_cpp_baseline_is_correct_and_faster_than_the_reference(scan_cpu: Problem) -> None:
+def test_honest_cpp_baseline_is_correct_and_timed_against_the_reference(scan_cpu: Problem) -> None:
     # The reference is timed in the same evaluation: on a shared 2-core host a cached reference time from
-    # minutes earlier can differ from now by 2x.
+    # minutes earlier can differ from now by 2x. On one thread this OpenMP baseline is no faster than the
+    # reference with a kept heap (0.9x, 2026-12-03; 1.7-1.8x while the reference paid its page faults): the
+    # speedup is pinned as the ratio of the two medians, inside its interval.
     result = benchmark(scan_cpu, v.baseline(), refresh_reference=True)
     assert result.status == "ok", result.message
     assert result.correct
     assert result.flags == []
     assert [c.status for c in result.cases] == ["passed"] * len(scan_cpu.correctness_cases)
     assert result.speedup is not None
-    assert result.speedup > 1.0
     timing = result.primary_timing
     assert timing is not None
     assert timing.candidate is not None
     assert timing.reference is not None
     assert timing.candidate.rse < 0.25
+    assert result.speedup == pytest.approx(timing.reference.median_ms / timing.candidate.median_ms)
+    assert timing.speedup_interval is not None
+    assert timing.speedup_interval[0] < result.speedup < timing.speedup_interval[1]
     assert all(r.status == "passed" for r in timing.rechecked)  # timed outputs re-checked too
     assert result.usage is not None
     assert result.usage.own_calls_per_forward == 1

@@ -124,7 +124,9 @@ def hardware_summary(problem: Problem) -> str:
         return (
             f"CPU: {cpu}, {cores} cores. The reference and your kernel are each timed (host clock) on {threads} "
             f"of them with {threads} thread(s): OMP_NUM_THREADS={threads} and torch.set_num_threads({threads}); "
-            "more threads than that only share those CPUs."
+            "more threads than that only share those CPUs. Both run with a heap that keeps the memory they free "
+            "(glibc MALLOC_MMAP_MAX_=0, no trimming), as CUDA's caching allocator does: after the first call an "
+            "allocation costs no page faults."
         )
     info = _gpu_probe()
     if info is None:

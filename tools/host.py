@@ -2,7 +2,7 @@
 
 A CPU problem's whole evaluation (its truth, the reference's timing, the candidate, the paired check, the
 baselines, the host's peaks) runs `timing_threads` threads, the same for the reference and the candidate,
-set in each process's environment at its start (tools.supervise.thread_env: set per request instead, in a
+set in each process's environment at its start (tools.supervise.cpu_env: set per request instead, in a
 zygote's children and the truth server, it did not hold). The rest of the host is left to other work: with
 every CPU in use, a thread preempted by another process stalls each of torch's parallel ops.
 """

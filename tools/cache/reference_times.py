@@ -28,8 +28,9 @@ class ReferenceTimes:
 
     def __init__(self, problem: Problem, env: EnvInfo) -> None:
         self.path = cache_root() / "reference_times.json"
-        # A CPU problem's reference is timed with its thread budget (tools.host.timing_threads): part of its key.
-        where = env.gpu or f"cpu, {timing_threads(problem)} threads"
+        # A CPU problem's reference is timed with its thread budget (tools.host.timing_threads) and a heap that
+        # keeps freed memory (tools.supervise.cpu_env; medians from before it paid page faults): in its key.
+        where = env.gpu or f"cpu, {timing_threads(problem)} threads, heap kept"
         self.prefix = f"{problem.reference_hash}|{platform.node()}|{where}|torch {env.torch}"
         self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
 

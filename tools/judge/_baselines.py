@@ -25,7 +25,7 @@ from tools.host import timing_threads
 from tools.judge._plan import timing_cfgs
 from tools.problem import Problem
 from tools.results import BaselineKind, BaselineReport, BaselineTiming, BenchResult, TimingStats
-from tools.supervise import WarmPool, pool_for, thread_env, visible_gpu
+from tools.supervise import WarmPool, cpu_env, pool_for, visible_gpu
 
 # torch.compile of the reference: its compile and its timing ($KERNEL_AGENT_COMPILE_LIMIT seconds, else 300)
 COMPILE_LIMIT_ENV = "KERNEL_AGENT_COMPILE_LIMIT"
@@ -52,7 +52,7 @@ def _child_env(threads: int | None = None) -> dict[str, str]:
     extensions = cache_root() / "baseline_extensions"  # trusted builds, kept apart from the candidates'
     extensions.mkdir(exist_ok=True)
     env = {**os.environ, "PYTHONPATH": pythonpath, "TORCH_EXTENSIONS_DIR": str(extensions)}
-    return {**env, **thread_env(threads)}
+    return {**env, **cpu_env(threads)}
 
 
 def _last_json(stdout: str) -> dict[str, Any] | None:

@@ -33,8 +33,8 @@ from tools.supervise import (
     Job,
     WarmPool,
     child_env,
+    cpu_env,
     run_child,
-    thread_env,
 )
 
 CALLS = 5  # the reference's timed calls in a check, after one warm-up
@@ -81,7 +81,7 @@ def time_reference_now(
     path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"
     workdir.mkdir(exist_ok=True)
-    env = child_env(workdir, thread_env(timing_threads(problem)), harness=job.harness)
+    env = child_env(workdir, cpu_env(timing_threads(problem)), harness=job.harness)
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 
 

@@ -28,8 +28,8 @@ from tools.supervise import (
     WarmPool,
     call_bound,
     child_env,
+    cpu_env,
     run_child,
-    thread_env,
 )
 from tools.supervise.pool import TRUTH_SERVERS
 from tools.worker.refmod import derive_seed
@@ -297,7 +297,7 @@ def run_truth(job: Job, problem: Problem, plan: Plan) -> ChildOutcome:
     path.write_text(plan.truth_request(problem).model_dump_json())
     workdir = job.private / "truth_work"
     workdir.mkdir()
-    env = child_env(workdir, thread_env(timing_threads(problem)), harness=job.harness)
+    env = child_env(workdir, cpu_env(timing_threads(problem)), harness=job.harness)
     deadline = Deadline(problem.spec.limits.eval_timeout_s)
     return run_child("tools.worker.truth", [str(path)], cwd=workdir, env=env, deadline=deadline)
 

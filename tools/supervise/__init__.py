@@ -17,9 +17,9 @@ from tools.supervise._spawn import (
     kill_all_children,
     listen,
     run_child,
-    thread_env,
     visible_gpu,
 )
+from tools.supervise.cpu_budget import KEPT_HEAP_ENV, cpu_env
 from tools.supervise.integrity import HARNESS, text_hash
 from tools.supervise.jobs import Job, WarmUnavailable, describe_exit, kernel_hash, run_candidate
 from tools.supervise.locks import (
@@ -46,7 +46,8 @@ __all__ = [
     "Watchdog",
     "call_bound",
     "child_env",
-    "thread_env",
+    "cpu_env",
+    "KEPT_HEAP_ENV",
     "cuda_visible_devices",
     "describe_exit",
     "exclusive_listener",

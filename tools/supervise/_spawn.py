@@ -75,15 +75,6 @@ def cuda_visible_devices(gpu: int) -> str:
     return visible[gpu] if gpu < len(visible) else str(gpu)
 
 
-def thread_env(threads: int | None) -> dict[str, str]:
-    """The settings that give a process `threads` threads (a CPU problem's budget, tools.host.timing_threads)
-    from its start: OpenMP and MKL read them as they load, before any later setting could apply (a runtime
-    loaded in a zygote keeps its count in every child forked from it)."""
-    if threads is None:
-        return {}
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-
-
 def child_env(
     workdir: Path, extra: dict[str, str] | None = None, *, harness: Path | None = None
 ) -> dict[str, str]:

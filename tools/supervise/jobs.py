@@ -24,7 +24,8 @@ from tools.cache import build_cache_dir, builds, cache_root, staged
 from tools.host import timing_threads
 from tools.problem import Problem
 from tools.supervise import isolation
-from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child, thread_env
+from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
+from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.integrity import HARNESS
 from tools.supervise.watchdog import Watchdog
 from tools.worker.seal import SealSpec
@@ -206,7 +207,7 @@ def run_candidate(
     for name in BUILD_SETTINGS:  # applied by the build, in the worker
         if os.environ.get(name):
             extra[name] = os.environ[name]
-    extra.update(thread_env(threads))  # a cold worker's torch, and the candidate's own OpenMP as it loads
+    extra.update(cpu_env(threads))  # a cold worker's torch, and the candidate's own OpenMP as it loads
     env = child_env(job.work, {**extra, **(extra_env or {})}, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"

@@ -57,8 +57,8 @@ from tools.supervise._spawn import (
     Deadline,
     MessageHandler,
     cuda_visible_devices,
-    thread_env,
 )
+from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
 from tools.supervise.locks import DeviceTurns, SharedExclusiveLock
@@ -100,7 +100,7 @@ class WarmPool:
     def __init__(self, gpu: int | None = None, threads: int | None = None) -> None:
         self.gpu = gpu
         self.extra_env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpu)} if gpu is not None else {}
-        self.extra_env.update(thread_env(threads))
+        self.extra_env.update(cpu_env(threads))
         self.root = Path(tempfile.mkdtemp(prefix=f"kagent-warm-{os.getpid()}-", dir=scratch_root()))
         HARNESS.write_package(self.root / "harness")
         self.jobs_dir = self.root / "jobs"

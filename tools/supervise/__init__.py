@@ -15,7 +15,6 @@ from tools.supervise._spawn import (
     child_env,
     cuda_visible_devices,
     kill_all_children,
-    listen,
     run_child,
     visible_gpu,
 )
@@ -30,6 +29,7 @@ from tools.supervise.locks import (
     idle_mode,
 )
 from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
+from tools.supervise.timeline import listen
 from tools.supervise.watchdog import Watchdog, call_bound
 
 __all__ = [

@@ -12,13 +12,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
 from tools.supervise import _toolchain as toolchain
 from tools.supervise import isolation
+from tools.supervise.timeline import tell
 from tools.wire import WorkerMessage, parse_worker_message
 from tools.worker.seal import SealSpec
 
@@ -237,27 +238,6 @@ class Deadline:
 
 
 MessageHandler = Callable[[WorkerMessage], str | None]
-
-Listener = Callable[[str, str, str | None], None]  # (which worker, event, the case or shape it names)
-_listeners: list[Listener] = []
-
-
-@contextlib.contextmanager
-def listen(listener: Listener) -> Iterator[None]:
-    """While the block runs, `listener` hears each worker's start (`spawn`), every message it sends, as
-    it arrives, and its end (`exit`): an evaluation's timeline as the parent sees it (bench/eval_phases.py).
-    It decides nothing; an exception it raises is dropped."""
-    _listeners.append(listener)
-    try:
-        yield
-    finally:
-        _listeners.remove(listener)
-
-
-def tell(who: str, event: str, name: str | None = None) -> None:
-    for listener in list(_listeners):
-        with contextlib.suppress(Exception):  # an observer's fault is never the evaluation's
-            listener(who, event, name)
 
 
 class ChildProcess(Protocol):

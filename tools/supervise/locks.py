@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
+from tools.supervise.timeline import tell
+
 ExclusiveSink = Callable[[Literal["acquired", "released"], float], None]
 """Told each exclusive span: "acquired" with the seconds it waited, "released" with the seconds held."""
 
@@ -102,6 +104,7 @@ class DeviceTurns:
         self._sink = _SINK.get()
         self._change = threading.Lock()
         self._held_since = 0.0
+        self.name = f"{id(self):x}"  # which evaluation's turns, on the timeline `listen` hears
 
     def to(self, mode: Mode) -> None:
         with self._change:
@@ -117,8 +120,12 @@ class DeviceTurns:
                 if self._sink is not None:
                     self._sink("acquired", self._held_since - asked)
             self.mode = mode
+            if mode != "none":  # after the wait: when the hold began (bench/timeline.py)
+                tell("device", mode, self.name)
 
     def _release(self) -> None:
+        if self.mode != "none":
+            tell("device", "none", self.name)
         if self.mode == "shared":
             self.lock.release_shared()
         elif self.mode == "exclusive":

@@ -21,11 +21,11 @@ from tools.supervise._spawn import (
     _read_messages,
     child_env,
     kill_group,
-    tell,
     track_group,
 )
 from tools.supervise.fork_server import START_TIMEOUT_S
 from tools.supervise.locks import DeviceTurns, Mode
+from tools.supervise.timeline import tell
 
 _STRENGTH: dict[Mode, int] = {"none": 0, "shared": 1, "exclusive": 2}
 
@@ -115,6 +115,7 @@ class TruthServer:
         held: Mode = device.mode if device is not None else "none"
         if device is not None:
             device.to("none")
+        tell("truth", "asked", type(req).__name__)  # queued; its "spawn" says when the server took it
         try:
             asked = time.monotonic()
             with self._one_at_a_time:
@@ -158,7 +159,7 @@ class TruthServer:
             return self._failed(start, deadline)
         messages: list[wire.WorkerMessage] = []
         arrivals: list[tuple[str, float]] = []
-        tell("truth", "spawn")  # a request to the warm server stands for a cold worker's start
+        tell("truth", "spawn", type(req).__name__)  # a request to the warm server: a cold worker's start
         turns: list[Mode] = []  # what was held before each turn the server asked for and has not ended
         while (msg := self._next(deadline)) is not None:
             if getattr(msg, "id", None) not in (None, rid):

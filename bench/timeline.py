@@ -1,0 +1,245 @@
+"""Who waits for what when trajectories share one device: a benchmark, not a test.
+
+    python bench/timeline.py problems/selective_scan.yaml --parallel 1,2 --candidates 12 --cached
+
+Runs N trajectories back to back, as bench/throughput.py does (the same candidates and executor), while
+`tools.supervise.listen` hears every evaluation's turns on the device, each truth server request (asked,
+taken, answered) and each candidate worker's life. Prints, per N: candidates an hour; how much of the wall
+time the device was held exclusively (a timed loop), shared only (checks, truth, a live candidate) or not
+at all; how busy the truth servers were and how long each kind of request queued; a strip chart of the
+first seconds. Which resource is saturated says what a second trajectory can still overlap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import queue
+import sys
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from agent.execution.executor import KernelJob  # noqa: E402
+from bench.throughput import cached_candidates, candidates, make_executor  # noqa: E402
+from tools.problem import Problem, load_problem  # noqa: E402
+from tools.supervise import listen  # noqa: E402
+
+Span = tuple[float, float]
+Event = tuple[float, int, str, str, str | None]  # (seconds since start, thread, who, event, name)
+
+
+def record(events: list[Event], t0: float) -> Any:
+    lock = threading.Lock()
+
+    def hear(who: str, event: str, name: str | None) -> None:
+        with lock:
+            events.append((time.monotonic() - t0, threading.get_ident(), who, event, name))
+
+    return hear
+
+
+def device_spans(events: list[Event]) -> dict[str, list[Span]]:
+    """Each evaluation's (each DeviceTurns') shared and exclusive holds, from its `device` events."""
+    open_: dict[str, tuple[str, float]] = {}
+    spans: dict[str, list[Span]] = defaultdict(list)
+    for t, _, who, event, name in events:
+        if who != "device" or name is None:
+            continue
+        if name in open_:
+            mode, since = open_.pop(name)
+            spans[mode].append((since, t))
+        if event != "none":
+            open_[name] = (event, t)
+    end = events[-1][0] if events else 0.0
+    for mode, since in open_.values():
+        spans[mode].append((since, end))
+    return spans
+
+
+def paired(events: list[Event], who: str, begin: str, end: str) -> list[tuple[Span, str | None]]:
+    """`who`'s spans from `begin` to `end`, told in one thread each (a request, a worker's life)."""
+    started: dict[int, tuple[float, str | None]] = {}
+    spans = []
+    for t, thread, w, event, name in events:
+        if w != who:
+            continue
+        if event == begin:
+            started[thread] = (t, name)
+        elif event == end and thread in started:
+            since, label = started.pop(thread)
+            spans.append(((since, t), label))
+    return spans
+
+
+def union(spans: list[Span]) -> list[Span]:
+    merged: list[Span] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def length(spans: list[Span]) -> float:
+    return sum(b - a for a, b in union(spans))
+
+
+def minus(spans: list[Span], cut: list[Span]) -> list[Span]:
+    """The parts of `spans` outside `cut`."""
+    out = []
+    for a, b in union(spans):
+        pieces = [(a, b)]
+        for c, d in union(cut):
+            pieces = [p for x, y in pieces for p in ((x, min(y, c)), (max(x, d), y)) if p[1] > p[0]]
+        out += pieces
+    return out
+
+
+def summary(events: list[Event], wall: float) -> dict[str, Any]:
+    dev = device_spans(events)
+    exclusive = union(dev.get("exclusive", []))
+    shared_only = minus(dev.get("shared", []), exclusive)
+    requests = paired(events, "truth", "spawn", "exit")
+    asked = paired(events, "truth", "asked", "spawn")
+    workers = paired(events, "candidate", "spawn", "exit")
+    kinds: dict[str, dict[str, float]] = {}
+    for (a, b), kind in requests:
+        row = kinds.setdefault(kind or "?", {"count": 0, "seconds": 0.0, "queued": 0.0})
+        row["count"] += 1
+        row["seconds"] += b - a
+    for (a, b), kind in asked:
+        kinds.setdefault(kind or "?", {"count": 0, "seconds": 0.0, "queued": 0.0})["queued"] += b - a
+    share = (lambda s: round(100 * s / wall, 1)) if wall else (lambda s: 0.0)
+    return {
+        "device_exclusive_pct": share(length(exclusive)),
+        "device_shared_only_pct": share(length(shared_only)),
+        "device_idle_pct": share(wall - length(exclusive) - length(shared_only)),
+        "truth_busy_pct": share(length([s for s, _ in requests])),
+        "truth_request_s": round(sum(b - a for (a, b), _ in requests), 2),
+        "candidate_alive_pct": share(length([s for s, _ in workers])),
+        "requests": {
+            k: {
+                "count": int(v["count"]),
+                "mean_s": round(v["seconds"] / v["count"], 3) if v["count"] else 0.0,
+                "mean_queued_s": round(v["queued"] / v["count"], 3) if v["count"] else 0.0,
+            }
+            for k, v in kinds.items()
+        },
+    }
+
+
+def strip(
+    events: list[Event], evaluations: list[tuple[int, float, float]], seconds: float, step: float
+) -> str:
+    """A chart of the first `seconds`: the device (E exclusive, s shared, . idle), the truth servers'
+    requests and the candidate workers alive (a digit: how many), each trajectory's evaluations (#)."""
+    dev = device_spans(events)
+    rows = {
+        "device": lambda t: (
+            "E" if inside(t, dev.get("exclusive", [])) else "s" if inside(t, dev.get("shared", [])) else "."
+        ),
+        "truth": count_at([s for s, _ in paired(events, "truth", "spawn", "exit")]),
+        "workers": count_at([s for s, _ in paired(events, "candidate", "spawn", "exit")]),
+    }
+    for number in sorted({n for n, _, _ in evaluations}):
+        rows[f"traj {number}"] = count_at([(a, b) for n, a, b in evaluations if n == number], mark="#")
+    ticks = [i * step for i in range(int(seconds / step))]
+    lines = [f"{name:>8} |" + "".join(fn(t) for t in ticks) for name, fn in rows.items()]
+    return "\n".join(lines) + f"\n{'':>8}  one column = {step:g} s"
+
+
+def inside(t: float, spans: list[Span]) -> bool:
+    return any(a <= t < b for a, b in spans)
+
+
+def count_at(spans: list[Span], mark: str = "") -> Any:
+    def at(t: float) -> str:
+        n = sum(1 for a, b in spans if a <= t < b)
+        return "." if n == 0 else mark or str(min(n, 9))
+
+    return at
+
+
+def measure(
+    problem: Problem, parallel: int, codes: list[str], think: float, gpus: list[int] | None
+) -> dict[str, Any]:
+    executor = make_executor("local", gpus, None)
+    todo: queue.Queue[str] = queue.Queue()
+    for code in codes:
+        todo.put(code)
+    events: list[Event] = []
+    evaluations: list[tuple[int, float, float]] = []
+    phases: list[dict[str, float]] = []
+    t0 = time.monotonic()
+
+    def trajectory(number: int) -> None:
+        while True:
+            try:
+                code = todo.get_nowait()
+            except queue.Empty:
+                return
+            time.sleep(think)
+            begin = time.monotonic() - t0
+            result = executor.benchmark(KernelJob(problem, code, trajectory=number))
+            evaluations.append((number, begin, time.monotonic() - t0))
+            phases.append({**result.phases, "seconds": result.seconds, "ok": float(result.status == "ok")})
+
+    with listen(record(events, t0)), cf.ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(trajectory, range(1, parallel + 1)))
+    wall = time.monotonic() - t0
+    return {
+        "parallel": parallel,
+        "candidates": len(evaluations),
+        "correct": int(sum(p["ok"] for p in phases)),
+        "wall_s": round(wall, 2),
+        "per_hour": round(len(evaluations) / wall * 3600, 1) if wall else 0.0,
+        **summary(events, wall),
+        "chart": strip(events, evaluations, min(wall, 60.0), 0.25),
+        "evaluations": evaluations,
+        "phases": phases,
+        "events": events,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("problem")
+    p.add_argument("--parallel", default="1,2")
+    p.add_argument("--candidates", type=int, default=12, help="candidates per configuration")
+    p.add_argument("--think", type=float, default=0.0)
+    p.add_argument("--cached", action="store_true", help="build every candidate first; time evaluation only")
+    p.add_argument("--json", type=Path, help="write every configuration's figures and events here")
+    args = p.parse_args(argv)
+    problem = load_problem(args.problem)
+    gpus = [0] if problem.spec.device == "cuda" else None
+    shared = cached_candidates(problem, args.candidates) if args.cached else []
+    rows = []
+    for n in [int(x) for x in args.parallel.split(",")]:
+        codes = shared or candidates(problem, args.candidates, f"timeline-{time.time_ns()}-n{n}")
+        row = measure(problem, n, codes, args.think, gpus)
+        rows.append(row)
+        print(
+            f"N={n}: {row['candidates']} candidates ({row['correct']} ok) in {row['wall_s']} s = {row['per_hour']}/h; "
+            f"device exclusive {row['device_exclusive_pct']}%, shared only {row['device_shared_only_pct']}%, "
+            f"idle {row['device_idle_pct']}%; truth servers busy {row['truth_busy_pct']}% "
+            f"({row['truth_request_s']} s of requests); a candidate alive {row['candidate_alive_pct']}%"
+        )
+        for kind, r in row["requests"].items():
+            print(f"  {kind}: {r['count']} requests, {r['mean_s']} s each, queued {r['mean_queued_s']} s")
+        print(row["chart"], flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""The timeline `tools.supervise.listen` hears beyond workers' messages (each evaluation's turns on its
+device), and bench/timeline.py's reading of it: who held the device how, how busy the truth servers were."""
+
+from __future__ import annotations
+
+import sys
+
+from tests.helpers import REPO
+from tools.supervise import DeviceTurns, SharedExclusiveLock, listen
+
+sys.path.insert(0, str(REPO))
+from bench import timeline  # noqa: E402
+
+
+def test_device_turns_are_told_when_taken_and_when_given_back() -> None:
+    heard: list[tuple[str, str, str | None]] = []
+    turns = DeviceTurns(SharedExclusiveLock())
+    with listen(lambda who, event, name: heard.append((who, event, name))):
+        turns.to("shared")
+        turns.to("exclusive")
+        turns.to("exclusive")  # no change, nothing told
+        turns.close()
+    name = turns.name
+    assert heard == [
+        ("device", "shared", name),
+        ("device", "none", name),
+        ("device", "exclusive", name),
+        ("device", "none", name),
+    ]
+
+
+def test_the_summary_splits_the_wall_time_by_what_held_the_device() -> None:
+    events: list[timeline.Event] = [  # as heard: in order
+        (0.0, 1, "device", "shared", "a"),
+        (1.0, 2, "device", "shared", "b"),  # two shared holders overlap from 1 to 2
+        (1.0, 3, "truth", "asked", "TruthRequest"),
+        (1.5, 3, "truth", "spawn", "TruthRequest"),
+        (2.0, 1, "device", "none", "a"),
+        (3.0, 2, "device", "none", "b"),
+        (3.0, 2, "device", "exclusive", "b"),
+        (4.0, 3, "truth", "exit", None),
+        (5.0, 2, "device", "none", "b"),
+        (6.0, 9, "candidate", "spawn", None),
+        (7.0, 9, "candidate", "exit", None),
+    ]
+    s = timeline.summary(events, wall=10.0)
+    assert s["device_exclusive_pct"] == 20.0
+    assert s["device_shared_only_pct"] == 30.0
+    assert s["device_idle_pct"] == 50.0
+    assert s["truth_busy_pct"] == 25.0
+    assert s["candidate_alive_pct"] == 10.0
+    assert s["requests"] == {"TruthRequest": {"count": 1, "mean_s": 2.5, "mean_queued_s": 0.5}}
+
+
+def test_spans_outside_others_are_cut_where_they_overlap() -> None:
+    assert timeline.minus([(0.0, 10.0)], [(2.0, 3.0), (5.0, 6.0)]) == [(0.0, 2.0), (3.0, 5.0), (6.0, 10.0)]
+    assert timeline.length([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]) == 4.0

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -417,3 +418,54 @@ def test_a_truth_servers_start_is_not_its_first_requests_time(
         assert time.monotonic() - started > 1.0  # the server's start alone took longer than the budget
     finally:
         pool.shutdown()
+
+
+SLOW_IMPORT = v.replace("import torch\n", "import torch\nimport time\ntime.sleep(4)\n")
+
+
+def _compile_in_background(tiny: Problem, pool: WarmPool) -> tuple[Any, list[Any], int]:
+    """A candidate whose import takes 4 s, compiled from `pool`'s zygote in a thread; returns the thread,
+    the list its result lands in, and the worker's pid once the zygote has reported it."""
+    import threading
+    import time
+
+    zygote = pool.zygote()
+    results: list[Any] = []
+    thread = threading.Thread(target=lambda: results.append(compile_kernel(tiny, SLOW_IMPORT, pool=pool)))
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not zygote.live and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert zygote.live, "the candidate was never forked"
+    return thread, results, next(iter(zygote.live))
+
+
+def test_a_replaced_zygote_lets_the_candidates_it_forked_finish(tiny: Problem, warm: WarmPool) -> None:
+    """A fault in one trajectory's candidate replaces the zygote; another trajectory's candidate forked from
+    it and still running finished as "crashed" (SIGKILL: the zygote's children die with it)."""
+    assert compile_kernel(tiny, v.baseline(), pool=warm).ok  # the C++ built: the import is what takes time
+    old = warm.zygote()
+    thread, results, _ = _compile_in_background(tiny, warm)
+    warm.replace_zygote()
+    assert warm.zygote() is not old  # new candidates go to the new one at once
+    thread.join(timeout=120)
+    assert len(results) == 1
+    assert results[0].status == "ok", results[0].message
+    assert not old.alive()  # stopped once its last candidate ended
+
+
+def test_a_sweep_spares_a_fork_not_yet_reported(tiny: Problem, warm: WarmPool) -> None:
+    """After a worker ends, its leftovers are swept by the zygote's marker, sparing the zygote's other
+    children. One forked for a parallel compile but not yet in `live` (its report still on the way) was
+    killed: the sweep spares every child of the zygote, reported or not."""
+    assert compile_kernel(tiny, v.baseline(), pool=warm).ok
+    zygote = warm.zygote()
+    thread, results, pid = _compile_in_background(tiny, warm)
+    zygote.live.discard(pid)  # as between the fork and the zygote's report of it
+    try:
+        assert zygote.sweep_after(-1, "") == []
+    finally:
+        zygote.live.add(pid)
+    thread.join(timeout=120)
+    assert len(results) == 1
+    assert results[0].status == "ok", results[0].message

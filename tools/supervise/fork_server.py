@@ -71,6 +71,8 @@ class Zygote:
         self.dead = False
         self.order_lock = threading.Lock()
         self.live: set[int] = set()  # forked candidate workers still supervised (parallel compiles)
+        self._users = 0  # launches in progress, which a retired zygote outlives (`retire`)
+        self._retired = False
         threading.Thread(target=self._read, daemon=True, name="zygote-reader").start()
 
     def _read(self) -> None:
@@ -172,6 +174,26 @@ class Zygote:
     ) -> ChildOutcome:
         """Run one candidate worker forked from the zygote; the same supervision as a cold child (`seal`:
         the filesystem it may write, tools/worker/seal.py)."""
+        with self.changed:
+            self._users += 1
+        try:
+            return self._launch(cwd, env, request_path, deadline, on_message, seal)
+        finally:
+            with self.changed:
+                self._users -= 1
+                last = self._retired and self._users == 0
+            if last:
+                self.stop()
+
+    def _launch(
+        self,
+        cwd: Path,
+        env: dict[str, str],
+        request_path: Path,
+        deadline: Deadline,
+        on_message: MessageHandler,
+        seal: SealSpec | None,
+    ) -> ChildOutcome:
         start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
         want_pidns = isolation.mode() == isolation.PIDNS
         if not self.wait_ready() and want_pidns:
@@ -206,11 +228,7 @@ class Zygote:
         marker = env.get(isolation.MARKER_ENV, "")
 
         def sweep() -> list[int]:
-            # A forked child's /proc environ is the zygote's: the job marker finds what it exec'd, and the
-            # zygote's marker what it forked (sparing the zygote and candidates of other jobs still running).
-            left = isolation.sweep(marker) if marker else []
-            others = (self.live - {pid}) | self.prepared_pids
-            return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
+            return self.sweep_after(pid, marker)
 
         how = isolation.PIDNS if want_pidns else isolation.GROUP
         refused = self.refused if want_pidns else isolation.cold_refusals()
@@ -225,6 +243,26 @@ class Zygote:
         finally:
             child.close()
             self.live.discard(pid)
+
+    def sweep_after(self, pid: int, marker: str) -> list[int]:
+        """Kill what the finished worker `pid` left behind. A forked child's /proc environ is the zygote's:
+        the job's `marker` finds what it exec'd, and the zygote's token what it forked, sparing the zygote
+        and the trees of its other children: candidates of other jobs still running, workers made ahead,
+        and a fork whose report is still on its way (`live` learns of a fork only once the zygote has
+        reported it: a sweep in between killed a parallel compile, SIGKILL, "crashed")."""
+        left = isolation.sweep(marker) if marker else []
+        others = (isolation.children_of(self.proc.pid) | self.live | self.prepared_pids) - {pid}
+        return left + isolation.sweep(self.token, exclude={self.proc.pid}, spare_trees=others)
+
+    def retire(self) -> None:
+        """Fork nothing more and stop once the candidates it forked have ended: replaced after a fault in
+        one evaluation, it must not kill the others in flight (its children die with it, PR_SET_PDEATHSIG),
+        which were then reported "crashed" for a fault not theirs."""
+        with self.changed:
+            self._retired = True
+            idle = self._users == 0
+        if idle:
+            self.stop()
 
     def stop(self) -> None:
         self.prepared.set()  # whoever waits for a worker made ahead stops waiting: none will come now

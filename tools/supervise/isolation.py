@@ -225,6 +225,15 @@ def _parent(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[1])
 
 
+def children_of(parent: int) -> set[int]:
+    """The live processes whose parent is `parent`."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and _parent(int(entry.name)) == parent:
+            found.add(int(entry.name))
+    return found
+
+
 def _descends_from(pid: int, ancestors: set[int]) -> bool:
     seen = 0
     while pid > 1 and seen < 64:

@@ -155,7 +155,7 @@ class WarmPool:
         with self._lock:
             old, self._zygote = self._zygote, None
         if old is not None:
-            old.stop()
+            old.retire()  # other evaluations' candidates it forked finish first
         if not self.closed:
             self.zygote()
 

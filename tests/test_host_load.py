@@ -164,14 +164,21 @@ def test_the_cpu_demos_speedup_holds_beside_a_busy_process(warm: WarmPool) -> No
     problem = load_problem(REPO / "problems/selective_scan_cpu.yaml")
     code = (REPO / "problems/selective_scan_cpu/trajectory/03_blocked_simd.py").read_text()
     quiet = benchmark(problem, code, pool=warm)
-    quiet_interval = _interval(quiet)
+    quiets, loadeds = [_interval(quiet)], []
     shown = [f"quiet {describe_timing(quiet)}"]
     for _ in range(LOADED_TRIES):
         with spinners(1):
             loaded = benchmark(problem, code, pool=warm)
         shown.append(f"loaded {describe_timing(loaded)}")
-        if intervals_meet(quiet_interval, _interval(loaded)):
+        loadeds.append(_interval(loaded))
+        if intervals_meet(quiets[0], loadeds[-1]):
             return
+    # Once on CI's machine the quiet evaluation was the outlier (the kernel at 402 ms, 0.80x; its three loaded
+    # ones 228-247 ms, 1.30-1.41x, and every other run 205-237 ms): a second quiet one, met by any loaded one.
+    again = benchmark(problem, code, pool=warm)
+    shown.append(f"quiet again {describe_timing(again)}")
+    if any(intervals_meet(_interval(again), interval) for interval in loadeds):
+        return
     pytest.fail("\n".join([*shown, describe_host()]))
 
 

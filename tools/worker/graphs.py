@@ -108,18 +108,27 @@ class ForwardCache:
     def _capture(
         self, key: Hashable, model: torch.nn.Module, inputs: list[Any]
     ) -> tuple[torch.Tensor, float]:
-        """The eager call this use needs, then a capture for the next ones (checked against it at once)."""
-        expected, eager_s = self._eager(model, inputs)
+        """This use's output, then a capture for the next uses, checked against it at once. The output comes
+        from the capture's warm-up call (`_call_without_syncs`, on the graph's own copy of the model): a
+        first sight cost an eager call, that warm-up and the capture, three forwards where two do (the first
+        evaluation's truth ran ~10 s of such forwards on the H200). A forward that syncs is never captured:
+        its output comes from an ordinary eager call of the caller's model."""
         self._entries[key] = None  # eager, unless all of the below holds
+        if self.disabled:
+            return self._eager(model, inputs)
         before = torch.cuda.memory_reserved()
-        model = copy.deepcopy(model)  # the graph's own: the caller may move or free the one it passed
+        copied = copy.deepcopy(model)  # the graph's own: the caller may move or free the one it passed
         static = [v.clone() if isinstance(v, torch.Tensor) else v for v in inputs]
-        if self.disabled or not _never_syncs(model, static):
-            return expected, eager_s
+        warm = _call_without_syncs(copied, static)
+        if warm is None:
+            del copied, static
+            return self._eager(model, inputs)
+        expected, eager_s = warm
+        self.eager += 1
         try:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph), torch.no_grad():
-                output = model(*static)
+                output = copied(*static)
             graph.replay()
             torch.cuda.synchronize()
         except Exception:  # not capturable after all: nothing is captured in this process from now on
@@ -132,7 +141,7 @@ class ForwardCache:
             return expected, eager_s
         if not torch.equal(output, expected):
             return expected, eager_s
-        self._entries[key] = _Captured(model, static, output, graph, pool_bytes, eager_s, verified=1)
+        self._entries[key] = _Captured(copied, static, output, graph, pool_bytes, eager_s, verified=1)
         return expected, eager_s
 
     def _drop(self, key: Hashable) -> None:
@@ -140,23 +149,29 @@ class ForwardCache:
         torch.cuda.empty_cache()
 
 
-def _never_syncs(model: torch.nn.Module, inputs: list[Any]) -> bool:
-    """A warm-up call (cuBLAS handles, workspaces, lazy inits: outside the capture) on a side stream, with
-    torch refusing any host sync: a forward that syncs (`.item()`, `nonzero`, a branch on a value) cannot
-    be captured, and a capture that fails midway leaves state behind, so it is never tried."""
+def _call_without_syncs(model: torch.nn.Module, inputs: list[Any]) -> tuple[torch.Tensor, float] | None:
+    """`model(*inputs)` and its seconds, as a capture's warm-up (cuBLAS handles, workspaces, lazy inits:
+    outside the capture) on a side stream, with torch refusing any host sync; None where the forward syncs
+    (`.item()`, `nonzero`, a branch on a value): it cannot be captured, and a capture that fails midway
+    leaves state behind, so it is never tried. The output is copied onto the current stream."""
     stream = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
     stream.wait_stream(torch.cuda.current_stream())
     torch.cuda.set_sync_debug_mode("error")
     try:
         with torch.cuda.stream(stream), torch.no_grad():
-            model(*inputs)
+            out = model(*inputs)
     except Exception:
-        return False
+        return None
     finally:
         torch.cuda.set_sync_debug_mode("default")
         torch.cuda.current_stream().wait_stream(stream)
         torch.cuda.synchronize()
-    return True
+    seconds = time.perf_counter() - start
+    if not isinstance(out, torch.Tensor):
+        return None
+    return out.detach().clone(), seconds
 
 
 def _copy_state(source: torch.nn.Module, captured: torch.nn.Module) -> None:

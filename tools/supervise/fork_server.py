@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -174,75 +175,70 @@ class Zygote:
     ) -> ChildOutcome:
         """Run one candidate worker forked from the zygote; the same supervision as a cold child (`seal`:
         the filesystem it may write, tools/worker/seal.py)."""
+        with self._in_use():
+            start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
+            want_pidns = isolation.mode() == isolation.PIDNS
+            if not self.wait_ready() and want_pidns:
+                raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
+            kind = _worker_kind(request_path)
+            if kind == "cuda" and self.cuda_fork not in CUDA_FORK_USABLE:
+                raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
+            stdin_r, stdin_w = os.pipe()
+            out_r, out_w = os.pipe()
+            chan_r, chan_w = os.pipe()
+            order = orders.RunOrder(
+                containment=_containment_order(want_pidns),
+                kind=kind,
+                cwd=str(cwd),
+                env=env,
+                request=str(request_path),
+                seal=seal.to_json() if seal and want_pidns else "",
+            )
+            try:
+                with self.order_lock:
+                    socket.send_fds(self.sock, [order.model_dump_json().encode()], [stdin_r, out_w, chan_w])
+                    pid = self.spawned.get(timeout=30)
+            except (OSError, queue.Empty) as exc:
+                for fd in (stdin_w, out_r, chan_r):
+                    os.close(fd)
+                raise WarmUnavailable(f"candidate zygote did not fork: {exc!r}") from exc
+            finally:
+                for fd in (stdin_r, out_w, chan_w):
+                    os.close(fd)
+            self.live.add(pid)
+            child = ForkedChild(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb"))
+            marker = env.get(isolation.MARKER_ENV, "")
+
+            def sweep() -> list[int]:
+                return self.sweep_after(pid, marker)
+
+            how = isolation.PIDNS if want_pidns else isolation.GROUP
+            refused = self.refused if want_pidns else isolation.cold_refusals()
+
+            def inspect() -> list[str]:  # the worker is PID 1 of the namespace its forked parent made
+                return isolation.observe(pid, want_pidns, refused, seal)
+
+            try:
+                return supervise(
+                    child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep, inspect=inspect
+                )
+            finally:
+                child.close()
+                self.live.discard(pid)
+
+    @contextlib.contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """A launch in progress: a retired zygote stops only once none is (`retire`)."""
         with self.changed:
             self._users += 1
         try:
-            return self._launch(cwd, env, request_path, deadline, on_message, seal)
+            yield
         finally:
             with self.changed:
                 self._users -= 1
                 last = self._retired and self._users == 0
             if last:
                 self.stop()
-
-    def _launch(
-        self,
-        cwd: Path,
-        env: dict[str, str],
-        request_path: Path,
-        deadline: Deadline,
-        on_message: MessageHandler,
-        seal: SealSpec | None,
-    ) -> ChildOutcome:
-        start = time.monotonic()  # waiting for a zygote still starting counts as the candidate's start
-        want_pidns = isolation.mode() == isolation.PIDNS
-        if not self.wait_ready() and want_pidns:
-            raise WarmUnavailable("the zygote's children cannot enter a PID namespace here")
-        kind = _worker_kind(request_path)
-        if kind == "cuda" and self.cuda_fork not in CUDA_FORK_USABLE:
-            raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
-        stdin_r, stdin_w = os.pipe()
-        out_r, out_w = os.pipe()
-        chan_r, chan_w = os.pipe()
-        order = orders.RunOrder(
-            containment=_containment_order(want_pidns),
-            kind=kind,
-            cwd=str(cwd),
-            env=env,
-            request=str(request_path),
-            seal=seal.to_json() if seal and want_pidns else "",
-        )
-        try:
-            with self.order_lock:
-                socket.send_fds(self.sock, [order.model_dump_json().encode()], [stdin_r, out_w, chan_w])
-                pid = self.spawned.get(timeout=30)
-        except (OSError, queue.Empty) as exc:
-            for fd in (stdin_w, out_r, chan_r):
-                os.close(fd)
-            raise WarmUnavailable(f"candidate zygote did not fork: {exc!r}") from exc
-        finally:
-            for fd in (stdin_r, out_w, chan_w):
-                os.close(fd)
-        self.live.add(pid)
-        child = ForkedChild(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(out_r, "rb"))
-        marker = env.get(isolation.MARKER_ENV, "")
-
-        def sweep() -> list[int]:
-            return self.sweep_after(pid, marker)
-
-        how = isolation.PIDNS if want_pidns else isolation.GROUP
-        refused = self.refused if want_pidns else isolation.cold_refusals()
-
-        def inspect() -> list[str]:  # the worker is PID 1 of the namespace its forked parent made
-            return isolation.observe(pid, want_pidns, refused, seal)
-
-        try:
-            return supervise(
-                child, chan_r, deadline, on_message, start=start, how=how, sweep=sweep, inspect=inspect
-            )
-        finally:
-            child.close()
-            self.live.discard(pid)
 
     def sweep_after(self, pid: int, marker: str) -> list[int]:
         """Kill what the finished worker `pid` left behind. A forked child's /proc environ is the zygote's:

@@ -51,6 +51,35 @@ def test_a_slot_kept_again_replaces_the_first(tmp_path: Path) -> None:
     assert torch.equal(read_kept(path, "cpu")[0], torch.zeros(10))
 
 
+def test_an_output_written_over_after_it_was_kept_is_saved_as_it_was_kept(tmp_path: Path) -> None:
+    """The files are written after the loop: what is held must be a copy, not the candidate's storage,
+    which a later call (or a candidate reusing its buffer) may write again."""
+    path = tmp_path / "o.pt"
+    writer = KeptWriter(path)
+    out = torch.arange(6, dtype=torch.float32)
+    writer.keep(0, out)
+    assert not slot_path(path, 0).exists()  # held until the loop ends
+    out.fill_(-1.0)
+    writer.close()
+    assert torch.equal(read_kept(path, "cpu")[0], torch.arange(6, dtype=torch.float32))
+
+
+def test_past_the_held_bytes_a_kept_output_is_written_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(KeptWriter, "HOLD_BYTES", 64)
+    path = tmp_path / "o.pt"
+    writer = KeptWriter(path)
+    writer.keep(0, torch.ones(10))  # 40 bytes: held
+    writer.keep(1, torch.zeros(10))  # 80 bytes in all: written now
+    assert not slot_path(path, 0).exists()
+    assert slot_path(path, 1).stat().st_size == 40
+    writer.close()
+    back = read_kept(path, "cpu")
+    assert torch.equal(back[0], torch.ones(10))
+    assert torch.equal(back[1], torch.zeros(10))
+
+
 @pytest.mark.parametrize(
     ("tamper", "says"),
     [

@@ -52,7 +52,7 @@ class Verdicts:
     not_applicable: set[str] = field(default_factory=set)  # added cases the reference is not finite on
     rechecker: Rechecker | None = None  # where the truth server kept the timing shapes' truth
     # The device alone for each shape's timing loop, from its first call's question (the worker waits for the
-    # answer) to its end; shared again after (tools/supervise/locks.py DeviceTurns.to).
+    # answer) to its end (its profile's where profiled); shared after (tools/supervise/locks.py DeviceTurns.to).
     turn: Callable[[Literal["shared", "exclusive"]], None] | None = None
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
@@ -74,6 +74,8 @@ class Verdicts:
             case wire.BatchBegin() | wire.BatchEnd():
                 edge = "begin" if isinstance(msg, wire.BatchBegin) else "end"
                 self.batch_clock.setdefault(msg.name, {})[edge] = time.monotonic()
+                if edge == "end" and self.turn is not None and not self._profiled(msg.name):
+                    self.turn("shared")  # what follows the loop (its checks, the kept outputs' files) shares
             case wire.CasesDone():
                 return "time" if self.all_cases_pass() else "stop"
             case wire.NextCall():
@@ -83,6 +85,10 @@ class Verdicts:
             case wire.Violation():
                 self._violation(msg)
         return None
+
+    def _profiled(self, name: str) -> bool:
+        """The shape's profile follows its loop: its kernels' shares are of device time, so it stays alone."""
+        return any(t.profile for t in self.plan.timing if t.name == name)
 
     def schedule(self, name: str) -> CallSchedule:
         """The shape's call schedule, made when its loop first asks (a re-measurement gets a new one)."""
@@ -170,14 +176,8 @@ def case_results(verdicts: Verdicts, outcome: ChildOutcome) -> list[CaseResult]:
             )  # fmt: skip
         elif not died and ("case", name) in verdicts.started:
             died = True
-            results.append(
-                CaseResult(
-                    name=name,
-                    status="error",
-                    message=where_it_stopped(verdicts, outcome),
-                    sizes=item.sizes,
-                )
-            )
+            stopped = where_it_stopped(verdicts, outcome)
+            results.append(CaseResult(name=name, status="error", message=stopped, sizes=item.sizes))
         else:
             results.append(CaseResult(name=name, status="skipped", message="not run", sizes=item.sizes))
     return results

@@ -166,17 +166,23 @@ class WarmPool:
 
     def truth_server(self, key: str, most: int = 1) -> TruthServer:
         """A truth server of problem `key`, claimed for the caller (`TruthServer.release` gives it back): one
-        not busy where there is one, else a new one while the problem has fewer than `most` (two
-        trajectories' truths, re-checks and paired checks then never queue behind one another: one server
-        answers one request at a time, and a request may wait there for its turn on the device), else the
-        first that can be claimed. Starting one stops the other problems' servers that nobody claims: one
-        problem at a time bounds device memory, but an evaluation in flight (a suite's other problem, say)
-        keeps its server and the truth it keeps there."""
+        neither busy nor claimed where there is one, else a new one while the problem has fewer than `most`,
+        else the least claimed of the idle ones, else of all. One server answers one request at a time, and a
+        request may wait there for its turn on the device: two trajectories' truths, re-checks and paired
+        checks then seldom queue behind one another. A claimed server keeps an evaluation's truth, whose
+        re-check will come to it: on the H200 one trajectory's truth sent there held the other's re-check
+        ~1.1 s. Starting one stops the other problems' servers that nobody claims: one problem at a time
+        bounds device memory, but an evaluation in flight (a suite's other problem, say) keeps its server
+        and the truth it keeps there."""
         with self._lock:
             servers = self._truth.setdefault(key, [])
             servers[:] = [s for s in servers if s.alive()]
-            idle = [s for s in servers if not s.busy()]
-            for server in idle if idle or len(servers) < most else servers:
+            idle = sorted(
+                (s for s in servers if not s.busy()), key=lambda s: s.claims
+            )  # stable: oldest first
+            free = [s for s in idle if s.claims == 0]
+            choice = free or (idle if len(servers) >= most else [])
+            for server in choice or (sorted(servers, key=lambda s: s.claims) if len(servers) >= most else []):
                 if server.claim():
                     return server
             for name, others in list(self._truth.items()):

@@ -63,6 +63,11 @@ class TruthServer:
         """A request is in flight or waiting."""
         return self._one_at_a_time.locked()
 
+    @property
+    def claims(self) -> int:
+        """Evaluations (and callers) that claim this server now."""
+        return self._claims
+
     def claim(self) -> bool:
         """Keep this server from being retired until `release`: an evaluation whose truth it keeps, or a
         caller about to send it a request. False where it is retired or dead (a truth it kept is gone)."""

@@ -103,6 +103,35 @@ def test_a_run_that_starts_has_its_first_evaluation_made_ahead(tiny: Problem, wa
     assert "truth_start" not in first.phases  # no truth worker on its critical path
 
 
+def test_a_run_starting_on_a_host_without_reference_medians_has_them_timed_ahead(
+    tiny: Problem, warm: WarmPool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new host: the truth made as the run starts times the reference too (nothing else runs then), so
+    the first benchmark waits for none of it; its medians go to the cache, and the primary shape's is
+    checked beside the candidate as any cached one (tools/judge/_paired.py)."""
+    from tools.benchmark import prepare_ahead
+    from tools.envinfo import collect_env
+    from tools.judge._ahead import reference_cached
+
+    stale = warm.take_prefetched(tiny.data_hash)  # an earlier test's, made against the real cache's medians
+    if stale is not None:
+        stale.discard()
+    monkeypatch.setattr("tools.cache.reference_times.cache_root", lambda: tmp_path)  # no medians here
+    env = collect_env(tiny)
+    assert not reference_cached(tiny, env)
+    assert prepare_ahead(tiny, pool=warm)
+    warm.wait_prefetch(tiny.data_hash)  # the model's turn: nothing else runs beside the reference's loops
+    first = benchmark(tiny, v.baseline(), pool=warm, prefetch_next=False)
+    assert first.status == "ok", first.message
+    assert "truth_start" not in first.phases  # no truth worker on its critical path ...
+    assert "reference_timing" not in first.phases  # ... nor the reference's loops
+    assert reference_cached(tiny, env)
+    primary = first.primary_timing
+    assert primary is not None
+    assert primary.reference_cached
+    assert primary.reference_check is not None
+
+
 def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(
     tiny: Problem, warm: WarmPool
 ) -> None:
@@ -363,7 +392,8 @@ def test_truth_made_ahead_waits_unclaimed_and_is_not_used_once_its_server_is_ret
     """A truth made ahead keeps no claim while it waits (an idle problem's server may make room for
     another's); the evaluation that takes it claims the server again, or, where the server was retired,
     makes its truth anew rather than judging against truth that is gone."""
-    from tools.judge._plan import obtain, prepare
+    from tools.judge._ahead import obtain
+    from tools.judge._plan import prepare
 
     env = serve_reference_times(tiny, tmp_path, monkeypatch)
     pool = WarmPool()

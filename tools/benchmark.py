@@ -23,8 +23,9 @@ from tools.envinfo import collect_env
 from tools.floor import floor_fraction, floor_text, with_floors
 from tools.host import timing_threads
 from tools.judge import _phases as phases
+from tools.judge._ahead import obtain, prefetch, reference_cached
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
-from tools.judge._plan import obtain, prefetch, reference_cached, worker_kind
+from tools.judge._plan import worker_kind
 from tools.judge._ratio import too_wide
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
@@ -180,15 +181,16 @@ def workers_ahead(kind: str, running: int) -> int:
 
 def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:
     """Start making `problem`'s next evaluation in the background, as every evaluation does for the one
-    after it: its worker and, where the reference is already timed on this host, its data and truth. A run
-    calls this as it starts, so that its first benchmark finds them made while the model wrote the kernel
+    after it: its worker, its data and truth and, where this host has no reference medians yet, those
+    (used only where the host was quiet). A run calls this as it starts, so that its first benchmark finds
+    them made while the model wrote the kernel
     (H200 gate, 2026-12-01: a run's first benchmark waited 5.7 s for its compile's zygote, then 12.7 s for
     its truth). `gpu`, `pool`: as for `benchmark`. False where warm workers are off: nothing is made ahead
     there."""
     ev = pool if pool is not None else pool_for(gpu, timing_threads(problem))
     if ev is None:
         return False
-    prefetch(problem, collect_env(problem), ev)
+    prefetch(problem, collect_env(problem), ev, first=True)
     return True
 
 

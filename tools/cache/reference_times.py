@@ -18,6 +18,10 @@ from tools.results import EnvInfo, TimingStats
 MAX_CACHED_REFERENCE_RSE = 0.2
 
 
+def servable(stats: TimingStats | None) -> bool:
+    return stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE and not stats.host_was_busy
+
+
 class ReferenceTimes:
     """Reference medians cached per problem, shape, host, device and torch version.
 
@@ -37,8 +41,7 @@ class ReferenceTimes:
     def get(self, shape: TimingShape) -> TimingStats | None:
         raw = self.data.get(f"{self.prefix}|{shape.name}")
         stats = TimingStats.model_validate(raw) if raw else None
-        servable = stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE and not stats.host_was_busy
-        return stats if servable else None
+        return stats if servable(stats) else None
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
         current = json.loads(self.path.read_text()) if self.path.is_file() else {}

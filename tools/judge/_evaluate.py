@@ -87,7 +87,10 @@ def evaluate(
             status="harness_error", correct=False, speedup=None, compile=comp, output=truth.output,
             message=f"the reference/truth worker failed: {detail}", **base,
         ), True  # fmt: skip
-    ref_msgs = {m.name: m.reference for m in truth.all(wire.TimingReady)}
+    # timed in this evaluation; not those timed ahead, now cached (checked beside the candidate as any cached one)
+    ref_msgs = (
+        {} if prepared.references_cached else {m.name: m.reference for m in truth.all(wire.TimingReady)}
+    )
     rechecker = prepared.kept.recheck if prepared.kept is not None else None
     verdicts = Verdicts(problem=problem, plan=plan, truths=prepared.truths, rechecker=rechecker)
     for f in flags:

@@ -3,7 +3,6 @@ for it by the truth worker, and evaluations prepared ahead of time while the mod
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -314,6 +313,7 @@ class Prepared:
     truths: dict[str, Any]
     phases: dict[str, float]
     kept: KeptTruth | None = None
+    references_cached: bool = False  # the reference medians its truth timed are in the cache now
 
     @property
     def ok(self) -> bool:
@@ -365,69 +365,6 @@ def prepare(
         job.cleanup()
         raise
     return Prepared(job, plan, master, truth, truths, phases.truth_phases(truth), kept)
-
-
-def prefetch_usable(item: Prepared, problem: Problem, env: EnvInfo) -> bool:
-    """A prepared evaluation serves only where it times nothing anew and its truth is complete."""
-    refs = ReferenceTimes(problem, env)
-    cached = all(refs.get(t) is not None for t in problem.spec.timing)
-    kept = item.kept is None or item.kept.usable()  # its truth is still where it was kept
-    return item.ok and kept and cached and not any(t.truth.time_reference for t in item.plan.timing)
-
-
-def obtain(
-    problem: Problem,
-    env: EnvInfo,
-    seed: int | None,
-    refresh_reference: bool,
-    pool: WarmPool | None,
-    ready: Prepared | None,
-    clock: dict[str, float],
-    turns: DeviceTurns | None = None,
-) -> Prepared:
-    """The evaluation prepared ahead of time where it fits; otherwise data and truth made now, on `turns`;
-    either way its kept truth's re-check takes `turns` too."""
-    if pool is not None and ready is not None:
-        if ready.kept is not None:
-            ready.kept.turns = turns  # its re-check, or its forgetting, on this evaluation's turns
-        if prefetch_usable(ready, problem, env) and (ready.kept is None or ready.kept.reclaim()):
-            old = ready.job.move_to(pool.jobs_dir)
-            ready.plan = ready.plan.relocated(old, ready.job.root).retuned(problem)
-            return ready
-        ready.discard()
-    master = seed if seed is not None else secrets.randbits(62)
-    parent = pool.jobs_dir if pool is not None else None
-    item = prepare(
-        problem, env, master, refresh_reference=refresh_reference, pool=pool, parent=parent, turns=turns
-    )
-    clock.update(item.phases)
-    return item
-
-
-def reference_cached(problem: Problem, env: EnvInfo) -> bool:
-    refs = ReferenceTimes(problem, env)
-    return all(refs.get(t) is not None for t in problem.spec.timing)
-
-
-def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool) -> None:
-    """After an evaluation: make the next one's fresh-seeded data and truth, and its worker (on a CUDA
-    problem with its context, cuBLAS and profiler started), while the caller thinks."""
-
-    def make() -> Prepared:
-        # A CUDA problem's truth takes the device only for its device work; a CPU problem's holds it shared
-        # throughout (all its work runs on the device CPU loops are timed on).
-        turns = DeviceTurns(pool.device)
-        try:
-            turns.to("none" if problem.spec.device == "cuda" else "shared")
-            return prepare(
-                problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True, turns=turns
-            )
-        finally:
-            turns.close()
-
-    # The reference is timed only on the critical path, never beside other work: no truth made ahead then.
-    truth = make if reference_cached(problem, env) else None
-    pool.start_prefetch(problem.data_hash, truth, worker=worker_kind(problem))
 
 
 def truth_servers(problem: Problem) -> int:

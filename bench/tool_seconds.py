@@ -1,7 +1,7 @@
 """Seconds per tool call as the model waits for them: wall time of `compile_kernel` and `benchmark` through
 the default (warm) path, process start included. A benchmark, not a test.
 
-    python -m bench.tool_seconds PROBLEM KERNEL.py [--runs 10] [--think 12] [--cold 2] [--json OUT]
+    python -m bench.tool_seconds PROBLEM KERNEL.py [--runs 10] [--think 12] [--first-think S] [--cold 2] [--json OUT]
 
 Measures, after one build of KERNEL (not counted):
   compile_unchanged  compile_kernel of the same source again (a build-cache hit)
@@ -9,7 +9,8 @@ Measures, after one build of KERNEL (not counted):
                      `__global__`, so the CUDA object is rebuilt and the binding object reused (on a
                      C++ problem, after the first #include: the whole extension is rebuilt)
   benchmark_first    the process's first benchmark of it (warm workers starting; the reference timed
-                     unless this host's cache has it)
+                     unless this host's cache has it); with `--first-think S`, S seconds after the
+                     evaluation was prepared ahead as `agent run` does as it starts (the model's first turn)
   benchmark          benchmark of the compiled KERNEL, `--think` seconds after the previous call
                      returned (the model's turn, during which the next evaluation is prepared)
   benchmark_cold     the same with KERNEL_AGENT_WARM=0 (fresh processes for everything), `--cold` times
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import benchmark, compile_kernel
+from tools.benchmark import prepare_ahead
 from tools.envinfo import collect_env
 from tools.problem import load_problem
 
@@ -66,6 +68,7 @@ def main() -> int:
     parser.add_argument("kernel")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--think", type=float, default=12.0)
+    parser.add_argument("--first-think", type=float, default=None, help="a run's start, then its first turn")
     parser.add_argument("--cold", type=int, default=2)
     parser.add_argument("--json", dest="json_out")
     parser.add_argument("--no-compiles", action="store_true", help="measure benchmarks only")
@@ -88,6 +91,7 @@ def main() -> int:
                 "problem": problem.name,
                 "kernel": args.kernel,
                 "think_s": args.think,
+                "first_think_s": args.first_think,
                 "summary": {name: summary(rows) for name, rows in calls.items() if rows},
                 "calls": calls,
             }
@@ -102,7 +106,10 @@ def main() -> int:
         calls["compile_edit"].append({"seconds": secs, "status": r.status, "compiles": steps})
     save()
     # The process's first evaluation (its warm workers start now; the reference is timed unless this host's
-    # cache has it); the next evaluation is prepared meanwhile.
+    # cache has it); the next evaluation is prepared meanwhile. Or, as in a run, prepared as it starts.
+    if args.first_think is not None:
+        prepare_ahead(problem)
+        time.sleep(args.first_think)
     secs, r = timed(benchmark, problem, code)
     calls["benchmark_first"] = [
         {"seconds": secs, "status": r.status, "flags": r.flags, "workers": r.workers, "phases": r.phases}

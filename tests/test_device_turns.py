@@ -168,10 +168,12 @@ def test_a_second_trajectory_gets_a_truth_server_of_its_own_while_the_first_is_b
 def test_a_truth_goes_to_a_server_no_evaluation_claims_so_its_recheck_does_not_queue_behind_it() -> None:
     """A claimed server keeps an evaluation's truth, whose re-check will come to it: another trajectory's
     truth goes to an unclaimed server (a second one is started for it, up to `most`), and where every
-    server is claimed, to the least claimed idle one."""
+    server is claimed, to the least claimed idle one. The evaluation's own requests go to its own."""
     pool = WarmPool()
     try:
         first = pool.truth_server("a", most=2)  # an evaluation's, claimed while it runs
+        assert pool.truth_server("a", most=2, own=first) is first  # its own paired check: no second server
+        first.release()
         second = pool.truth_server("a", most=2)
         assert second is not first  # first is idle but claimed: a second server rather than a queue there
         second.release()

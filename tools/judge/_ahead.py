@@ -3,10 +3,13 @@ and as a run starts (`prefetch`), the reference's medians timed as a run starts 
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 
 from tools import wire
+from tools.cache.peaks import host_peaks
 from tools.cache.reference_times import ReferenceTimes, servable
+from tools.host import timing_threads
 from tools.judge._plan import Prepared, prepare, worker_kind
 from tools.problem import Problem
 from tools.results import EnvInfo, TimingStats
@@ -87,9 +90,12 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool, first: bool = False
         turns = DeviceTurns(pool.device)
         try:
             turns.to("none" if problem.spec.device == "cuda" else "shared")
-            return prepare(
+            item = prepare(
                 problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True, turns=turns
             )
+            if first:
+                new_host_peaks(problem, env, turns)
+            return item
         finally:
             turns.close()
 
@@ -98,3 +104,13 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool, first: bool = False
     # ahead then. One timed while the host was busy is not used (`prefetch_usable`).
     truth = make if first or reference_cached(problem, env) else None
     pool.start_prefetch(problem.data_hash, truth, worker=worker_kind(problem))
+
+
+def new_host_peaks(problem: Problem, env: EnvInfo, turns: DeviceTurns) -> None:
+    """A GPU's peaks for the speed-of-light floor, where this host has none yet, measured as a run starts with
+    the device alone (on a new H200 they cost its first benchmark ~3 s). Not a CPU's: a compile beside the
+    measurement would lower the peaks cached for the host; the evaluation measures those."""
+    if problem.spec.floor is None or problem.spec.device != "cuda":
+        return
+    with turns.holding("exclusive"), contextlib.suppress(Exception):  # the evaluation measures them instead
+        host_peaks(problem.spec.device, env, timing_threads(problem))

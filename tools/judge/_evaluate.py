@@ -121,7 +121,8 @@ def evaluate(
     if result.status == "ok":
         checking = time.monotonic()
         # the truth server takes the device alone for the reference's loop (wire.DeviceWanted)
-        result = check_cached_reference(problem, plan, job, ev, result, turns)
+        own = prepared.kept.server if prepared.kept is not None else None
+        result = check_cached_reference(problem, plan, job, ev, result, turns, own)
         clock["reference_check"] = time.monotonic() - checking
     return result, suspicious
 

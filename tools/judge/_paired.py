@@ -36,6 +36,7 @@ from tools.supervise import (
     cpu_env,
     run_child,
 )
+from tools.supervise.truth_server import TruthServer
 
 CALLS = 5  # the reference's timed calls in a check, after one warm-up
 MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
@@ -69,14 +70,19 @@ def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
 
 
 def time_reference_now(
-    problem: Problem, plan: Plan, job: Job, pool: WarmPool | None, turns: DeviceTurns | None = None
+    problem: Problem,
+    plan: Plan,
+    job: Job,
+    pool: WarmPool | None,
+    turns: DeviceTurns | None = None,
+    own: TruthServer | None = None,
 ) -> ChildOutcome:
-    """The reference timed at the primary shape now: by the warm truth server on the caller's `turns` (it
-    takes the device alone for the loop), or by a cold truth worker."""
+    """The reference timed at the primary shape now: by a warm truth server (the evaluation's `own` where
+    idle) on the caller's `turns` (it takes the device alone for the loop), or by a cold truth worker."""
     request = check_request(problem, plan)
     deadline = Deadline(CHECK_SECONDS * 3 + 30)
     if pool is not None:
-        return pool.run_truth(problem.data_hash, request, deadline, turns, truth_servers(problem))
+        return pool.run_truth(problem.data_hash, request, deadline, turns, truth_servers(problem), own)
     path = job.private / "reference_check.json"
     path.write_text(request.model_dump_json())
     workdir = job.private / "reference_check_work"
@@ -92,8 +98,10 @@ def check_cached_reference(
     pool: WarmPool | None,
     result: BenchResult,
     turns: DeviceTurns | None = None,
+    own: TruthServer | None = None,
 ) -> BenchResult:
-    """`result` (ok, timed against a cached reference median at the primary shape) after the paired check."""
+    """`result` (ok, timed against a cached reference median at the primary shape) after the paired check,
+    made by the evaluation's `own` truth server where it is idle."""
     primary = result.primary_timing
     if (
         primary is None
@@ -102,7 +110,7 @@ def check_cached_reference(
         or primary.candidate is None
     ):
         return result
-    outcome = time_reference_now(problem, plan, job, pool, turns)
+    outcome = time_reference_now(problem, plan, job, pool, turns, own)
     ready = outcome.first(wire.TimingReady)
     fresh = ready.reference if ready is not None else None
     if fresh is None:

@@ -164,7 +164,7 @@ class WarmPool:
 
     # --- truth side ----------------------------------------------------------------------------------
 
-    def truth_server(self, key: str, most: int = 1) -> TruthServer:
+    def truth_server(self, key: str, most: int = 1, own: TruthServer | None = None) -> TruthServer:
         """A truth server of problem `key`, claimed for the caller (`TruthServer.release` gives it back): one
         neither busy nor claimed where there is one, else a new one while the problem has fewer than `most`,
         else the least claimed of the idle ones, else of all. One server answers one request at a time, and a
@@ -173,10 +173,13 @@ class WarmPool:
         re-check will come to it: on the H200 one trajectory's truth sent there held the other's re-check
         ~1.1 s. Starting one stops the other problems' servers that nobody claims: one problem at a time
         bounds device memory, but an evaluation in flight (a suite's other problem, say) keeps its server
-        and the truth it keeps there."""
+        and the truth it keeps there. `own`: the server the caller's evaluation claims, taken first where idle
+        (its paired check: the H200's first one waited ~3 s for a second server's start)."""
         with self._lock:
             servers = self._truth.setdefault(key, [])
             servers[:] = [s for s in servers if s.alive()]
+            if own is not None and own in servers and not own.busy() and own.claim():
+                return own
             idle = sorted(
                 (s for s in servers if not s.busy()), key=lambda s: s.claims
             )  # stable: oldest first
@@ -202,9 +205,10 @@ class WarmPool:
         deadline: Deadline,
         device: DeviceTurns | None = None,
         most: int = 1,
+        own: TruthServer | None = None,
     ) -> ChildOutcome:
         """One request to a server of `key` (`truth_server`); `device`: the caller's turns (TruthServer.request)."""
-        server = self.truth_server(key, most)
+        server = self.truth_server(key, most, own)
         try:
             return server.request(request, deadline, device)
         finally:

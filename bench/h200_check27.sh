@@ -3,9 +3,9 @@
 # bench/timeline.py with 1 and 2 trajectories and a fresh process's first evaluations (bench/h200_timeline.sh),
 # then a new host's first benchmark 10 s after a run's start (bench/tool_seconds.py --first-think 10, a cache
 # of its own: no reference medians, no builds). Writes $OUT/all.tgz (gate/, tl/, first/) and
-# $OUT/gpu_graphs.txt. ~8 minutes.
+# $OUT/gpu_graphs.txt. ~8 minutes. SWEEP_ROUNDS=N (SWEEP_S seconds at most) adds bench/honest_sweep.py.
 #   GATE_COMMIT=<sha> bash bench/h200_check27.sh
-export GATE_COMMIT=${GATE_COMMIT:-unknown}; R=$OUT
+export GATE_COMMIT=${GATE_COMMIT:-unknown}; R=$OUT; SOL=problems/selective_scan/solutions
 OUT=$R/gate bash bench/h200_gate.sh > /dev/null 2>&1; tail -2 $R/gate/gate.txt
 export PYTHONPATH=/tmp/site KERNEL_AGENT_CACHE=/tmp/kacache-gate
 timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_truth_graphs.py tests/test_truth_worker.py tests/test_timing_rule.py > $R/gpu_graphs.txt 2>&1; tail -1 $R/gpu_graphs.txt
@@ -15,4 +15,9 @@ mkdir -p $R/first && KERNEL_AGENT_CACHE=/tmp/kacache-new-host timeout 150 python
   problems/selective_scan.yaml problems/selective_scan/solutions/best.py --runs 2 --think 10 --first-think 10 \
   --cold 0 --no-compiles --json $R/first/first_think10.json 2>&1 | grep -v Warning > $R/first/first_think10.txt
 tail -4 $R/first/first_think10.txt
+if [ "${SWEEP_ROUNDS:-0}" -gt 0 ]; then  # honest evaluations back to back, every other round beside busy cores
+  timeout ${SWEEP_S:-120} python3 bench/honest_sweep.py problems/selective_scan.yaml $SOL/best.py $SOL/04_chunked_scan.py \
+    $SOL/01_naive_fused.py --rounds $SWEEP_ROUNDS --load-every 2 --json $R/first/honest_sweep.json 2>&1 \
+    | grep -v Warning > $R/first/honest_sweep.txt; tail -3 $R/first/honest_sweep.txt
+fi
 cd $R && rm -f gate/run.tar.gz && tar czf all.tgz gate tl first gpu_graphs.txt && rm -rf gate tl first && ls

@@ -128,8 +128,7 @@ def test_a_run_starting_on_a_host_without_reference_medians_has_them_timed_ahead
     assert reference_cached(tiny, env)
     primary = first.primary_timing
     assert primary is not None
-    assert primary.reference_cached
-    assert primary.reference_check is not None
+    assert primary.reference_check is not None  # checked as a cached median is (and replaced where it moved)
 
 
 def test_the_final_recheck_times_longer_on_truth_made_ahead_from_an_unused_seed(

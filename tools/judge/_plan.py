@@ -1,5 +1,5 @@
-"""The plan of one evaluation (its seed, cases and timing shapes, where their data goes), the truth made
-for it by the truth worker, and evaluations prepared ahead of time while the model thinks."""
+"""The plan of one evaluation (its seed, cases and timing shapes, where their data goes) and the truth made
+for it by the truth worker (`prepare`; made ahead of time while the model thinks: tools/judge/_ahead.py)."""
 
 from __future__ import annotations
 

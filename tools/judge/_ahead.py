@@ -7,7 +7,7 @@ import contextlib
 import secrets
 
 from tools import wire
-from tools.cache.peaks import host_peaks
+from tools.cache.peaks import cached_peaks, host_peaks
 from tools.cache.reference_times import ReferenceTimes, servable
 from tools.host import timing_threads
 from tools.judge._plan import Prepared, prepare, worker_kind
@@ -36,9 +36,9 @@ def adopt_references(item: Prepared, problem: Problem, env: EnvInfo) -> None:
     """A prepared evaluation's reference medians, timed ahead, go to the cache: the evaluation then treats
     them as cached ones, checked beside the candidate (tools/judge/_paired.py), as they were timed
     before the candidate's window."""
-    refs = ReferenceTimes(problem, env)
+    refs, ahead = ReferenceTimes(problem, env), timed_ahead(item)
     for shape in problem.spec.timing:
-        stats = timed_ahead(item).get(shape.name)
+        stats = ahead.get(shape.name)
         if stats is not None and servable(stats):
             refs.put(shape, stats)
     item.references_cached = True
@@ -110,7 +110,8 @@ def new_host_peaks(problem: Problem, env: EnvInfo, turns: DeviceTurns) -> None:
     """A GPU's peaks for the speed-of-light floor, where this host has none yet, measured as a run starts with
     the device alone (on a new H200 they cost its first benchmark ~3 s). Not a CPU's: a compile beside the
     measurement would lower the peaks cached for the host; the evaluation measures those."""
-    if problem.spec.floor is None or problem.spec.device != "cuda":
-        return
+    threads = timing_threads(problem)
+    if problem.spec.floor is None or problem.spec.device != "cuda" or cached_peaks("cuda", env, threads):
+        return  # not the device alone for nothing: a suite's other problem may be timing there
     with turns.holding("exclusive"), contextlib.suppress(Exception):  # the evaluation measures them instead
-        host_peaks(problem.spec.device, env, timing_threads(problem))
+        host_peaks("cuda", env, threads)

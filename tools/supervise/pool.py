@@ -180,12 +180,11 @@ class WarmPool:
             servers[:] = [s for s in servers if s.alive()]
             if own is not None and own in servers and not own.busy() and own.claim():
                 return own
-            idle = sorted(
-                (s for s in servers if not s.busy()), key=lambda s: s.claims
-            )  # stable: oldest first
-            free = [s for s in idle if s.claims == 0]
-            choice = free or (idle if len(servers) >= most else [])
-            for server in choice or (sorted(servers, key=lambda s: s.claims) if len(servers) >= most else []):
+            by_claims = sorted(servers, key=lambda s: s.claims)  # stable: the oldest first among equals
+            idle = [s for s in by_claims if not s.busy()]
+            if len(servers) < most:
+                idle = [s for s in idle if s.claims == 0]  # else a new one rather than a claimed one
+            for server in idle if idle or len(servers) < most else by_claims:
                 if server.claim():
                     return server
             for name, others in list(self._truth.items()):

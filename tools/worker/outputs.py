@@ -52,9 +52,8 @@ class KeptWriter:
 
     def keep(self, slot: int, out: torch.Tensor) -> None:
         self.held.pop(slot, None)
-        flat = (
-            out.detach().clone(memory_format=torch.contiguous_format).reshape(-1)
-        )  # its own storage, one pass
+        # its own storage, in one pass
+        flat = out.detach().clone(memory_format=torch.contiguous_format).reshape(-1)
         self.index[str(slot)] = {"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}
         if sum(_nbytes(t) for t in self.held.values()) + _nbytes(flat) > self.HOLD_BYTES:
             self._write(slot, flat)

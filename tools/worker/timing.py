@@ -10,7 +10,8 @@ CPU: the host clock. Iterations stop once the median's relative standard error i
 the GPU that error is estimated from the samples' median absolute deviation (`robust_median_rse`), so a
 few slow calls (a clock step, another process's launch) do not keep a tight loop going: by the standard
 deviation the H200's best kernel ran the most calls (100) at its primary shape, then the checks' extension
-(82 more), at 1.5 % between its fastest and its median call. The `rse` reported stays the standard deviation's, the cautious one.
+(82 more), at 1.5 % between its fastest and its median call. The `rse` reported stays the standard
+deviation's, the cautious one.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from agent.best import settle
 from agent.conversation import State, summed
+from agent.execution.interrupts import ctrl_c_as_flag, wait_or_stop
 from agent.exits import AgentExit, Finished, Interrupted, ModelError
 from agent.loop import Agent
 from agent.prompt import first_user_message
@@ -92,21 +93,18 @@ class ParallelRun(RunHandle):
         self.log.start_heartbeat()
         self.log.set_phase("model")
         outcomes: list[AgentExit] = []
-        with cf.ThreadPoolExecutor(self.parallel, thread_name_prefix="trajectory") as pool:
+        with (
+            ctrl_c_as_flag() as ctrl_c,
+            cf.ThreadPoolExecutor(self.parallel, thread_name_prefix="trajectory") as pool,
+        ):
             futures = [pool.submit(self.slot) for _ in range(self.parallel)]
-            try:
-                while not all(f.done() for f in futures):
-                    cf.wait(futures, timeout=0.5)
-            except KeyboardInterrupt:
-                self.shared.stop_all(
-                    Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed")
-                )
-                while not all(f.done() for f in futures):  # kill, and keep killing what a thread starts
-                    self.setup.executor.kill_all()
-                    cf.wait(futures, timeout=1.0)
+            wait_or_stop(futures, ctrl_c, self.interrupt, self.setup.executor.kill_all)
             for f in futures:
                 outcomes += f.result()
         return self.finish(self.shared.stop or overall_outcome(outcomes))
+
+    def interrupt(self) -> None:
+        self.shared.stop_all(Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed"))
 
     def slot(self) -> list[AgentExit]:
         """One of the N places a trajectory runs: a sample, then branches while any are left."""

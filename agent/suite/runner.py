@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.execution.executor import Evaluator, LeasedExecutor
+from agent.execution.interrupts import ctrl_c_as_flag, wait_or_stop
 from agent.execution.leases import Leases
 from agent.suite.folder import write_result
 from agent.suite.records import ProblemResult
@@ -127,16 +128,7 @@ def run_suite(
         report("ended", problem, result)
         return result
 
-    with cf.ThreadPoolExecutor(max(1, jobs), thread_name_prefix="suite") as pool:
-        futures: list[cf.Future[ProblemResult | None]] = []
-        try:  # Ctrl-C may come while problems are still being handed to the pool
-            for problem in problems:
-                futures.append(pool.submit(one, problem))
-            while not all(f.done() for f in futures):
-                cf.wait(futures, timeout=0.5)
-        except KeyboardInterrupt:
-            context.stops.stop_all()
-            while not all(f.done() for f in futures):  # kill, and keep killing what a run starts
-                kill_all()
-                cf.wait(futures, timeout=1.0)
+    with ctrl_c_as_flag() as ctrl_c, cf.ThreadPoolExecutor(max(1, jobs), thread_name_prefix="suite") as pool:
+        futures = [pool.submit(one, problem) for problem in problems]
+        wait_or_stop(futures, ctrl_c, context.stops.stop_all, kill_all)
     return [r for f in futures if (r := f.result()) is not None]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from agent.execution.executor import KernelJob
+from agent.execution.interrupts import raised_by_ctrl_c
 from agent.exits import AgentExit, Interrupted
 from agent.run_setup import RunSetup
 from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
@@ -192,7 +193,9 @@ def settle(
         return outcome
     try:
         final_recheck(standings, setup, recorder, turn)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as exc:
+        if not raised_by_ctrl_c(exc):
+            raise
         setup.executor.kill_all()
         return Interrupted(
             f"interrupted during the final re-check (the run had ended: {outcome.status}: {outcome})"

@@ -15,6 +15,7 @@ from agent.best import beats, settle, timed_kernel, write_best
 from agent.budget import floor_reached, over_budget, target_reached
 from agent.conversation import State, add_reply, bounded_messages, pending_tool_calls, tool_result_block
 from agent.execution.executor import KernelJob
+from agent.execution.interrupts import raised_by_ctrl_c
 from agent.exits import AgentExit, ContextExhausted, Finished, Interrupted, ModelError, Refused, TurnLimit
 from agent.providers.base import ModelReply, ProviderError, ToolCall
 from agent.run_setup import RunSetup
@@ -63,6 +64,8 @@ class Agent(RunHandle):
         except KeyboardInterrupt:
             return Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed")
         except Exception as exc:
+            if raised_by_ctrl_c(exc):
+                return Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed")
             self.record(
                 ErrorEvent(turn=self.state.turn, where="loop", message=f"{type(exc).__name__}: {exc}")
             )

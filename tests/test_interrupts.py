@@ -3,12 +3,31 @@ threading's lock code (agent.execution.interrupts)."""
 
 from __future__ import annotations
 
+import argparse
 import concurrent.futures as cf
 import os
 import signal
 import threading
+from pathlib import Path
+from typing import Any
 
-from agent.execution.interrupts import ctrl_c_as_flag, wait_or_stop
+import pytest
+
+from agent.budget import Budget
+from agent.conversation import State
+from agent.execution.executor import LeasedExecutor
+from agent.execution.interrupts import ctrl_c_as_flag, raised_by_ctrl_c, wait_or_stop
+from agent.execution.leases import Leases
+from agent.exits import Interrupted
+from agent.loop import Agent
+from agent.providers.base import Message, ModelReply
+from agent.providers.scripted import ScriptedProvider
+from agent.run_setup import RunSetup
+from agent.runlog.events import ErrorEvent, RunConfig
+from agent.runlog.reader import load_run
+from agent.views.live import NullDisplay
+from tests.helpers.playback import PLAYBACK, TRAJECTORY, FixedTimeEvaluator
+from tools.problem import load_problem
 
 
 def test_a_sigint_during_the_wait_stops_once_kills_until_done_and_restores_the_handler() -> None:
@@ -56,3 +75,89 @@ def test_off_the_main_thread_the_sigint_handler_is_left_alone() -> None:
     worker.start()
     worker.join()
     assert seen == [before]
+
+
+def raised_while_handling(first: BaseException) -> RuntimeError:
+    """A RuntimeError raised while `first` was being handled (its __context__), as threading's lock code
+    raises "release unlocked lock" when a KeyboardInterrupt lands inside Condition.wait's release."""
+    try:
+        try:
+            raise first
+        except BaseException:
+            raise RuntimeError(
+                "release unlocked lock"
+            ) from None  # `from None` hides it; __context__ keeps it
+    except RuntimeError as exc:
+        return exc
+
+
+def lock_code_interrupted() -> RuntimeError:
+    return raised_while_handling(KeyboardInterrupt())
+
+
+def test_an_error_raised_while_a_ctrl_c_was_handled_counts_as_the_ctrl_c() -> None:
+    assert raised_by_ctrl_c(lock_code_interrupted())
+    assert raised_by_ctrl_c(KeyboardInterrupt())
+    assert not raised_by_ctrl_c(RuntimeError("release unlocked lock"))
+    assert not raised_by_ctrl_c(raised_while_handling(ValueError("a harness bug")))
+
+
+def test_the_cli_exits_130_when_ctrl_c_surfaces_as_a_lock_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent import cli
+
+    def handler(args: argparse.Namespace) -> int:
+        raise lock_code_interrupted()
+
+    class Parser:
+        def parse_args(self, argv: object) -> argparse.Namespace:
+            return argparse.Namespace(handler=handler)
+
+    monkeypatch.setattr(cli, "build_parser", Parser)
+    assert cli.main([]) == 130
+
+
+def test_the_cli_still_raises_a_harness_error_that_no_ctrl_c_caused(monkeypatch: pytest.MonkeyPatch) -> None:
+    from agent import cli
+
+    def handler(args: argparse.Namespace) -> int:
+        raise RuntimeError("a harness bug")
+
+    class Parser:
+        def parse_args(self, argv: object) -> argparse.Namespace:
+            return argparse.Namespace(handler=handler)
+
+    monkeypatch.setattr(cli, "build_parser", Parser)
+    with pytest.raises(RuntimeError, match="a harness bug"):
+        cli.main([])
+
+
+class InterruptedProvider(ScriptedProvider):
+    """The bundled playback, whose second model call meets a Ctrl-C inside threading's lock code."""
+
+    def complete(self, system: str, tools: list[dict[str, Any]], messages: list[Message]) -> ModelReply:
+        if any(m["role"] == "assistant" for m in messages):
+            raise lock_code_interrupted()
+        return super().complete(system, tools, messages)
+
+
+def test_a_run_whose_ctrl_c_surfaces_as_a_lock_error_ends_interrupted_not_a_harness_error(
+    tmp_path: Path,
+) -> None:
+    from agent.cli.run import create_log
+
+    problem = load_problem(PLAYBACK)
+    provider = InterruptedProvider(TRAJECTORY)
+    log = create_log(
+        problem,
+        provider,
+        RunConfig(problem_path=str(PLAYBACK), provider="scripted", model="scripted"),
+        tmp_path,
+    )
+    executor = LeasedExecutor(Leases(gpus=None, compile_slots=2), FixedTimeEvaluator())
+    setup = RunSetup(problem, provider, log, "system", Budget(), executor, NullDisplay())
+    outcome = Agent(setup, State(messages=[{"role": "user", "content": "go"}])).run()
+    assert isinstance(outcome, Interrupted), outcome
+    summary = load_run(log.dir).summary
+    assert summary is not None
+    assert summary.exit_status == outcome.status
+    assert not [e for e in load_run(log.dir).events if isinstance(e, ErrorEvent)]

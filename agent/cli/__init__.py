@@ -64,6 +64,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return quiet_broken_pipe()
+    except Exception as exc:
+        from agent.execution.interrupts import raised_by_ctrl_c
+
+        if not raised_by_ctrl_c(exc):
+            raise
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def quiet_broken_pipe() -> int:

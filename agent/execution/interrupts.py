@@ -69,3 +69,17 @@ def wait_or_stop(
         stopped = True
         stop()
     return stopped
+
+
+def raised_by_ctrl_c(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt was being handled: the interrupt landing inside
+    threading's lock code turns into `RuntimeError: release unlocked lock` (its context the interrupt). Where
+    the main thread works rather than waits (a single run), the user's Ctrl-C is still an interrupt then."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__context__
+    return False

@@ -55,6 +55,8 @@ class FloorReached(AgentExit):
 class Interrupted(AgentExit):
     exit_code = INTERRUPTED
 
+    CTRL_C = "interrupted (Ctrl-C); in-flight compiles and benchmarks killed"
+
 
 class Refused(AgentExit):
     exit_code = HARNESS_ERROR

@@ -61,11 +61,9 @@ class Agent(RunHandle):
                 self.step()
         except AgentExit as stop:
             return stop
-        except KeyboardInterrupt:
-            return Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed")
-        except Exception as exc:
+        except (KeyboardInterrupt, Exception) as exc:
             if raised_by_ctrl_c(exc):
-                return Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed")
+                return Interrupted(Interrupted.CTRL_C)
             self.record(
                 ErrorEvent(turn=self.state.turn, where="loop", message=f"{type(exc).__name__}: {exc}")
             )

@@ -104,7 +104,7 @@ class ParallelRun(RunHandle):
         return self.finish(self.shared.stop or overall_outcome(outcomes))
 
     def interrupt(self) -> None:
-        self.shared.stop_all(Interrupted("interrupted (Ctrl-C); in-flight compiles and benchmarks killed"))
+        self.shared.stop_all(Interrupted(Interrupted.CTRL_C))
 
     def slot(self) -> list[AgentExit]:
         """One of the N places a trajectory runs: a sample, then branches while any are left."""

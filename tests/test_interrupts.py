@@ -8,6 +8,7 @@ import concurrent.futures as cf
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,20 @@ def test_off_the_main_thread_the_sigint_handler_is_left_alone() -> None:
     worker.start()
     worker.join()
     assert seen == [before]
+
+
+def test_an_ignored_sigint_stays_ignored() -> None:
+    """A `nohup` or background job starts with SIGINT ignored: the wait must not start hearing it."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with ctrl_c_as_flag() as ctrl_c:
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        assert not ctrl_c.pressed
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def raised_while_handling(first: BaseException) -> RuntimeError:

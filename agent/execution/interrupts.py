@@ -33,13 +33,15 @@ class CtrlC:
 
 @contextmanager
 def ctrl_c_as_flag() -> Iterator[CtrlC]:
-    """Inside, SIGINT sets `.pressed` instead of raising. Off the main thread (a run inside a suite's
-    worker, where no KeyboardInterrupt arrives anyway) the handler is left alone."""
+    """Inside, SIGINT sets `.pressed` instead of raising. Left alone off the main thread (a run inside a
+    suite's worker, where no KeyboardInterrupt arrives anyway) and where SIGINT is ignored (a `nohup` or
+    background job: it must stay deaf to it) or handled outside Python."""
     ctrl_c = CtrlC()
-    if threading.current_thread() is not threading.main_thread():
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
         yield ctrl_c
         return
-    previous = signal.signal(signal.SIGINT, ctrl_c.press)
+    signal.signal(signal.SIGINT, ctrl_c.press)
     try:
         yield ctrl_c
     finally:

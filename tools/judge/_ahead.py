@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+import threading
 
 from tools import wire
 from tools.cache.peaks import cached_peaks, host_peaks
@@ -88,16 +89,20 @@ def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool, first: bool = False
         # A CUDA problem's truth takes the device only for its device work; a CPU problem's holds it shared
         # throughout (all its work runs on the device CPU loops are timed on).
         turns = DeviceTurns(pool.device)
+        # A new host's peaks beside the truth server's start, which needs no device turn (H200: the peaks'
+        # 3 s had come after the truth, and the first benchmark waited for them).
+        peaks = threading.Thread(target=new_host_peaks, args=(problem, env, DeviceTurns(pool.device)))
+        if first:
+            peaks.start()
         try:
             turns.to("none" if problem.spec.device == "cuda" else "shared")
-            item = prepare(
+            return prepare(
                 problem, env, secrets.randbits(62), pool=pool, parent=pool.staging, ahead=True, turns=turns
             )
-            if first:
-                new_host_peaks(problem, env, turns)
-            return item
         finally:
             turns.close()
+            if first:
+                peaks.join()
 
     # The reference is timed only where nothing else runs: on the critical path, or as a run starts (the model
     # writes its first kernel). After an evaluation the model's next compile may run beside it: no truth is made
@@ -115,3 +120,4 @@ def new_host_peaks(problem: Problem, env: EnvInfo, turns: DeviceTurns) -> None:
         return  # not the device alone for nothing: a suite's other problem may be timing there
     with turns.holding("exclusive"), contextlib.suppress(Exception):  # the evaluation measures them instead
         host_peaks("cuda", env, threads)
+    turns.close()

@@ -8,9 +8,9 @@
 export GATE_COMMIT=${GATE_COMMIT:-unknown}; R=$OUT; SOL=problems/selective_scan/solutions
 OUT=$R/gate bash bench/h200_gate.sh > /dev/null 2>&1; tail -2 $R/gate/gate.txt
 export PYTHONPATH=/tmp/site KERNEL_AGENT_CACHE=/tmp/kacache-gate
-timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_truth_graphs.py tests/test_truth_worker.py tests/test_timing_rule.py > $R/gpu_graphs.txt 2>&1; tail -1 $R/gpu_graphs.txt
+timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_truth_graphs.py tests/test_truth_worker.py tests/test_timing_rule.py tests/test_kept_outputs.py > $R/gpu_graphs.txt 2>&1; tail -1 $R/gpu_graphs.txt
 mkdir -p $R/tl  # TIMELINE=0: the gate and the first benchmark only (~5 minutes)
-[ "${TIMELINE:-1}" = 1 ] && OUT=$R/tl CANDIDATES=10 bash bench/h200_timeline.sh 2>&1 | grep -E "^N=|^ok|phases|^step"
+[ "${TIMELINE:-1}" = 1 ] && OUT=$R/tl CANDIDATES=${CANDIDATES:-10} bash bench/h200_timeline.sh 2>&1 | grep -E "^N=|^ok|phases|^step"
 mkdir -p $R/first && KERNEL_AGENT_CACHE=/tmp/kacache-new-host timeout 150 python3 -m bench.tool_seconds \
   problems/selective_scan.yaml problems/selective_scan/solutions/best.py --runs 2 --think 10 --first-think 10 \
   --cold 0 --no-compiles --json $R/first/first_think10.json 2>&1 | grep -v Warning > $R/first/first_think10.txt

@@ -127,7 +127,8 @@ def shape_breakdown(problem: Any, module: Any, shape: Any, folder: Path, device:
     COUNT.clear()
     start = time.perf_counter()
     try:
-        candidate.run_timing(module.ModelNew, item, device, wire.Channel(judge.w))
+        channel = wire.Channel(judge.w)
+        candidate.run_timing(module.ModelNew, item, device, channel, candidate.DeviceTurn(channel, "cpu"))  # turn kept
     finally:
         sys.stdin = saved_stdin
     total = time.perf_counter() - start

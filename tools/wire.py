@@ -235,14 +235,16 @@ class TruthError(_Message):
 class DeviceWanted(_Message):
     """The warm truth server is about to use the device (`mode`: shared for its truth and re-checks,
     exclusive for timing the reference) and waits for `granted` on stdin: the harness first takes that
-    turn on the device lock, so its work never runs beside another evaluation's timed loop."""
+    turn on the device lock, so its work never runs beside another evaluation's timed loop. A candidate's
+    worker asks it (granted shared) before a timing shape's device work, after a `DeviceReleased`."""
 
     event: Literal["device_wanted"] = "device_wanted"
     mode: Literal["shared", "exclusive"]
 
 
 class DeviceReleased(_Message):
-    """The truth server's device work since its last `DeviceWanted` has finished (synchronised)."""
+    """The truth server's device work since its last `DeviceWanted` has finished (synchronised); or a
+    candidate worker's, for a timing shape (tools/worker/device_turn.py)."""
 
     event: Literal["device_released"] = "device_released"
 

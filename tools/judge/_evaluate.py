@@ -21,6 +21,7 @@ from tools.judge._kept import TruthLost
 from tools.judge._paired import check_cached_reference
 from tools.judge._plan import Prepared
 from tools.judge._static_checks import RULES
+from tools.judge._turns import CandidateTurns
 from tools.judge._verdicts import (
     Verdicts,
     case_results,
@@ -100,7 +101,8 @@ def evaluate(
     launch["call_bounds"] = plan.call_bounds(problem, ReferenceTimes(problem, base["env"]), ref_msgs)
     launch["secrets"] = plan.secrets(prepared.master)
     if turns is not None:
-        verdicts.turn = turns.to
+        profiled = frozenset(t.name for t in plan.timing if t.profile)
+        verdicts.turns = CandidateTurns(turns.to, idle_mode(problem.spec.device), profiled)
         turns.to("shared")  # the candidate's process, live, may run device work at any time
     outcome = run_candidate(job, problem, plan.candidate_request(), on_message=verdicts.handle, **launch)
     if turns is not None:

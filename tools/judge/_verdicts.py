@@ -4,9 +4,8 @@ runtime guard's flags, the re-check of timed outputs, the clocks, library usage,
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 
@@ -18,6 +17,7 @@ from tools.judge._kept import Rechecker, Rechecks
 from tools.judge._plan import Plan, PlannedShape
 from tools.judge._ratio import speedup_interval
 from tools.judge._static_checks import RULES
+from tools.judge._turns import CandidateTurns
 from tools.problem import Problem, TimingShape
 from tools.results import (
     NOT_APPLICABLE,
@@ -51,15 +51,16 @@ class Verdicts:
     calls: dict[str, CallSchedule] = field(default_factory=dict)  # shape -> its timing loop's offsets
     not_applicable: set[str] = field(default_factory=set)  # added cases the reference is not finite on
     rechecker: Rechecker | None = None  # where the truth server kept the timing shapes' truth
-    # The device alone for each shape's timing loop, from its first call's question (the worker waits for the
-    # answer) to its end (its profile's where profiled); shared after (tools/supervise/locks.py DeviceTurns.to).
-    turn: Callable[[Literal["shared", "exclusive"]], None] | None = None
+    turns: CandidateTurns | None = None  # its turns on the device, where the evaluation takes them
 
     def flag(self, name: str, message: str, disqualifying: bool = True) -> None:
         self.flags.setdefault(name, Flag(name=name, message=message, disqualifying=disqualifying))
 
     def handle(self, msg: wire.WorkerMessage) -> str | None:
-        """Each message as it arrives (the reader thread); a string returned is the answer on stdin."""
+        """Each message as it arrives (the reader thread); a string returned is the answer on stdin, given
+        once `turns` holds the device as the message asks (a loop's clock stamped before any wait)."""
+        first_call = isinstance(msg, wire.NextCall) and msg.name not in self.calls
+        answer: str | None = None
         match msg:
             case wire.Start():
                 self.started.append((msg.kind, msg.name))
@@ -67,28 +68,20 @@ class Verdicts:
                 self._judge_case(msg)
             case wire.Failed():
                 self.failures[f"{msg.kind}:{msg.name}"] = msg
-                if msg.kind == "timing" and self.turn is not None:
-                    self.turn("shared")
-            case wire.TimingDone() if self.turn is not None:
-                self.turn("shared")
+            case wire.DeviceWanted():
+                answer = "granted"
             case wire.BatchBegin() | wire.BatchEnd():
                 edge = "begin" if isinstance(msg, wire.BatchBegin) else "end"
                 self.batch_clock.setdefault(msg.name, {})[edge] = time.monotonic()
-                if edge == "end" and self.turn is not None and not self._profiled(msg.name):
-                    self.turn("shared")  # what follows the loop (its checks, the kept outputs' files) shares
             case wire.CasesDone():
-                return "time" if self.all_cases_pass() else "stop"
+                answer = "time" if self.all_cases_pass() else "stop"
             case wire.NextCall():
-                if self.turn is not None and msg.name not in self.calls:  # the loop's first call
-                    self.turn("exclusive")
-                return self.schedule(msg.name).answer(msg.index, msg.wants_stop)
+                answer = self.schedule(msg.name).answer(msg.index, msg.wants_stop)
             case wire.Violation():
                 self._violation(msg)
-        return None
-
-    def _profiled(self, name: str) -> bool:
-        """The shape's profile follows its loop: its kernels' shares are of device time, so it stays alone."""
-        return any(t.profile for t in self.plan.timing if t.name == name)
+        if self.turns is not None:
+            self.turns.on(msg, first_call)
+        return answer
 
     def schedule(self, name: str) -> CallSchedule:
         """The shape's call schedule, made when its loop first asks (a re-measurement gets a new one)."""

@@ -8,6 +8,7 @@ Usage: python -m tools.worker.candidate REQUEST.json CHANNEL_FD
 from __future__ import annotations
 
 import collections
+import functools
 import importlib.util
 import os
 import random
@@ -23,6 +24,7 @@ from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
 from tools.worker import build, fresh, guard, timing
+from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.outputs import KeptWriter
 from tools.worker.state import carry_attributes
@@ -265,13 +267,15 @@ class JudgeLink:
         return words[0] == "go"
 
 
-def run_timing(cls: type, item: orders.CandidateShape, device: str, channel: Channel) -> None:
+def run_timing(
+    cls: type, item: orders.CandidateShape, device: str, channel: Channel, turn: DeviceTurn
+) -> None:
+    turn.want()  # the device given back after the last shape's device work (tools/worker/device_turn.py)
     data = load_data(item.data_path, device)
     model = make_model(cls, data, device)
     base = [t.to(device) if isinstance(t, torch.Tensor) else t for t in data["base"]]
     caller = Caller(model, device, data["out_shape"], keep=keep_alive(base, item.cfg))
-    judge = JudgeLink(channel, item.name)
-    kept = KeptWriter(item.out_path)
+    judge, kept = JudgeLink(channel, item.name), KeptWriter(item.out_path)
     current: dict[str, Any] = {}
     repeats = Repeats()
     tick = Ticker(channel, item.name)
@@ -314,11 +318,13 @@ def run_timing(cls: type, item: orders.CandidateShape, device: str, channel: Cha
         torch.cuda.synchronize()
     check_output(current["out"])
     caller.check_inputs(current["args"], fresh.rolled(base, current["offset"]))
-    kept.close()  # the index of the outputs kept for the judge's float64 re-check
+    kept.to_host()
     usage = None
     if item.profile:
         channel.send(wire.Profiling(name=item.name))  # the profiler's start-up has its own time bound
         usage = KernelUsage.model_validate(profile_call(model, base, device))
+    turn.release()
+    kept.close()  # the outputs kept for the judge's float64 re-check, and their index: host work only
     done = wire.TimingDone(
         name=item.name,
         stats=TimingStats.model_validate(samples.stats()),
@@ -396,9 +402,10 @@ def main(request_path: str, fd: str) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
+    timed = functools.partial(run_timing, turn=DeviceTurn(channel, device))
     if req.mode == "retime":  # the parent re-measures shapes whose clocks disagreed (cases passed)
         channel.send(wire.Retime())
-        ok = run_items(cls, "timing", req.timing, run_timing, device, channel)
+        ok = run_items(cls, "timing", req.timing, timed, device, channel)
         channel.send(wire.Done())
         return 0 if ok else 1
     if not run_items(cls, "case", req.cases, run_case, device, channel):
@@ -407,7 +414,7 @@ def main(request_path: str, fd: str) -> int:
     channel.send(wire.CasesDone())
     if sys.stdin.readline().strip() != "time":
         return 0
-    if not run_items(cls, "timing", req.timing, run_timing, device, channel):
+    if not run_items(cls, "timing", req.timing, timed, device, channel):
         return 1
     channel.send(wire.Done())
     return 0

@@ -1,8 +1,7 @@
 """The candidate's turns on the device, as the judge takes them from its worker's messages
 (tools/judge/_turns.py): alone from a shape's first call to its loop's end, and past it only while the
-shape's profile runs (its kernels' shares are of device time); shared otherwise; nothing while the worker,
-having given the device back after a shape's device work, writes that shape's outputs
-(tools/worker/device_turn.py)."""
+shape's profile runs (its kernels' shares are of device time); shared otherwise; nothing once the worker
+has given the device back after a shape's device work, until it asks again (tools/worker/device_turn.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ def test_a_worker_that_gives_the_device_back_holds_nothing_until_it_asks_again()
     verdicts = judged(turns)
     loop(verdicts, "primary")
     verdicts.handle(wire.Profiling(name="primary"))
-    verdicts.handle(wire.DeviceReleased())  # profiled, outputs on the host: the files are host work
+    verdicts.handle(wire.DeviceReleased())  # its profile done: given back, then asked for shared
     verdicts.handle(wire.TimingDone.model_construct(name="primary"))  # after the release: no turn back
     assert turns == ["exclusive", "none"]
     assert verdicts.handle(wire.DeviceWanted(mode="exclusive")) == "granted"  # asked alone: given shared
@@ -84,14 +83,15 @@ def sent(fd: int) -> list[str]:
 
 def test_the_worker_gives_the_device_back_once_and_waits_for_it_before_using_it_again() -> None:
     r, w = os.pipe()
-    turn = DeviceTurn(wire.Channel(w), "cuda", stdin=io.StringIO("granted\n"))
+    turn = DeviceTurn(wire.Channel(w), "cuda", stdin=io.StringIO("granted\ngranted\n"))
     turn.want()  # held from the start: nothing asked
     turn.release()
     turn.release()
     turn.want()
     turn.want()
+    turn.share()  # after a profile alone: given back and asked for again, shared
     del turn
-    assert sent(r) == ["device_released", "device_wanted"]
+    assert sent(r) == ["device_released", "device_wanted", "device_released", "device_wanted"]
 
 
 def test_the_worker_stops_where_the_device_is_not_given_back() -> None:

@@ -1,7 +1,7 @@
 """The candidate's turns on the device, as the judge takes them from its worker's messages: alone from a
 shape's first call to its loop's end (past it while the shape's profile runs: its kernels' shares are of
-device time), shared otherwise, and nothing (on CUDA) while the worker, having given the device back after
-a shape's device work, writes that shape's kept outputs (tools/worker/device_turn.py)."""
+device time), shared otherwise, and nothing (on CUDA) once the worker has given the device back after a
+shape's device work, until it asks again (tools/worker/device_turn.py)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class CandidateTurns:
             case wire.NextCall() if first_call:
                 self.turn("exclusive")
             case wire.BatchEnd() if msg.name not in self.profiled:
-                self.turn("shared")  # what follows the loop: its checks, the outputs' copy to the host
+                self.turn("shared")  # what follows the loop: its checks, the kept outputs' copy
             case wire.Failed() if msg.kind == "timing":
                 self.released = False
                 self.turn("shared")

@@ -318,13 +318,13 @@ def run_timing(
         torch.cuda.synchronize()
     check_output(current["out"])
     caller.check_inputs(current["args"], fresh.rolled(base, current["offset"]))
-    kept.to_host()
     usage = None
     if item.profile:
         channel.send(wire.Profiling(name=item.name))  # the profiler's start-up has its own time bound
         usage = KernelUsage.model_validate(profile_call(model, base, device))
+        turn.share()  # alone for the profile only: the outputs' copy below shares the device
+    kept.close()  # the outputs kept for the judge's float64 re-check, and their index
     turn.release()
-    kept.close()  # the outputs kept for the judge's float64 re-check, and their index: host work only
     done = wire.TimingDone(
         name=item.name,
         stats=TimingStats.model_validate(samples.stats()),

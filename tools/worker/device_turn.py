@@ -1,12 +1,13 @@
 """The candidate worker's turns on the device between its timing shapes.
 
 The harness holds the device for a live candidate (shared, or alone for a timed loop), so that nothing it
-runs lands in another trajectory's timed loop. But after each shape's device work the worker only writes
-files: the checked calls' outputs, copied to pinned host memory first (tools/worker/outputs.py). On the
-H200 those writes held the device ~0.2 s a shape while the other trajectory's loop waited. So, after the
-shape's device work (synchronised), the worker says `DeviceReleased` and the harness lets the device go;
-before its next device work it sends `DeviceWanted` and waits for `granted`, given once the harness holds
-the device for it again. A CPU problem's host work is its device's work: there the worker keeps its turn.
+runs lands in another trajectory's timed loop. After a shape's device work (its loop, checks, profile, and
+the checked calls' outputs copied into their files) the worker says `DeviceReleased`, synchronised, and the
+harness lets the device go until the worker's next `DeviceWanted`, answered `granted` once the harness holds
+the device (shared) for it again. So the worker's exit, and its host work between shapes, no longer hold the
+device while another trajectory's loop waits (H200, 2026-12-04: a candidate's exit held it ~0.13 s an
+evaluation), and a profiled shape holds it alone only to its profile's end, not through the outputs' copy
+(~0.1 s a 64 MB output set). A CPU problem's host work is its device's work: there the worker keeps its turn.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ _SYNCHRONIZE = torch.cuda.synchronize  # the harness's own, taken before any can
 
 
 class DeviceTurn:
-    """`release()` after a shape's device work, `want()` before the next; no-ops off CUDA."""
+    """`release()` after a shape's device work, `want()` before the next, `share()` after a profile; no-ops
+    off CUDA."""
 
     def __init__(self, channel: Channel, device: str, stdin: IO[str] | None = None) -> None:
         self.channel, self.stdin = channel, stdin
@@ -37,6 +39,12 @@ class DeviceTurn:
             _SYNCHRONIZE()  # queued kernels are device work too
         self.held = False
         self.channel.send(wire.DeviceReleased())
+
+    def share(self) -> None:
+        """From a turn alone (a profile) to a shared one: given back, then asked for again."""
+        if self.active and self.held:
+            self.release()
+            self.want()
 
     def want(self) -> None:
         if not self.active or self.held:

@@ -1,8 +1,7 @@
 """The checked calls' outputs on their way from the candidate's worker to the float64 re-check.
 
-Each kept output is copied on the device as its call settles, to pinned host memory after the loop (before
-the worker gives the device back), then into a file of its own, mapped shared (tmpfs in the job's folder):
-its raw bytes. `torch.save` of the same outputs cost the H200 three passes over
+Each kept output is copied from the device straight into a file of its own, mapped shared (tmpfs in the
+job's folder): its raw bytes, one copy. `torch.save` of the same outputs cost the H200 three passes over
 each (a pageable copy to the host at 1.3 GB/s, the pickle's write, the reader's load): ~0.15 s for a 64 MB
 output, ~1.4 s an evaluation of the selective scan's nine (bench/timing_breakdown.py). An index (JSON, at
 the shape's `out_path`) names each slot's dtype and shape.
@@ -72,18 +71,6 @@ class KeptWriter:
             mapped = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
             mapped.copy_(flat.view(torch.uint8))
             del mapped
-
-    def to_host(self) -> None:
-        """The held outputs copied from the device to pinned host memory (~25 GB/s, where a copy into the
-        mapped file ran at pageable speed): the device's part of keeping them, done before the worker gives
-        the device back; `close` then writes them with the host alone (tools/worker/device_turn.py)."""
-        on_device = {slot: flat for slot, flat in self.held.items() if flat.is_cuda}
-        for slot, flat in on_device.items():
-            host = torch.empty(_nbytes(flat), dtype=torch.uint8, pin_memory=True)
-            host.copy_(flat.view(torch.uint8), non_blocking=True)
-            self.held[slot] = host
-        if on_device:
-            torch.cuda.synchronize()
 
     def close(self) -> None:
         """The held outputs to their files, then the index."""

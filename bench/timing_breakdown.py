@@ -128,7 +128,8 @@ def shape_breakdown(problem: Any, module: Any, shape: Any, folder: Path, device:
     start = time.perf_counter()
     try:
         channel = wire.Channel(judge.w)
-        candidate.run_timing(module.ModelNew, item, device, channel, candidate.DeviceTurn(channel, "cpu"))  # turn kept
+        turn = candidate.DeviceTurn(channel, "cpu")  # the device held throughout, as one shape is timed
+        candidate.run_timing(module.ModelNew, item, device, channel, turn)
     finally:
         sys.stdin = saved_stdin
     total = time.perf_counter() - start

@@ -120,4 +120,3 @@ def new_host_peaks(problem: Problem, env: EnvInfo, turns: DeviceTurns) -> None:
         return  # not the device alone for nothing: a suite's other problem may be timing there
     with turns.holding("exclusive"), contextlib.suppress(Exception):  # the evaluation measures them instead
         host_peaks("cuda", env, threads)
-    turns.close()

@@ -7,7 +7,8 @@ harness lets the device go until the worker's next `DeviceWanted`, answered `gra
 the device (shared) for it again. So the worker's exit, and its host work between shapes, no longer hold the
 device while another trajectory's loop waits (H200, 2026-12-04: a candidate's exit held it ~0.13 s an
 evaluation), and a profiled shape holds it alone only to its profile's end, not through the outputs' copy
-(~0.1 s a 64 MB output set). A CPU problem's host work is its device's work: there the worker keeps its turn.
+(~0.15 s for three 64 MB outputs). A CPU problem's host work is its device's work: there the worker keeps
+its turn.
 """
 
 from __future__ import annotations

@@ -64,6 +64,21 @@ def test_an_output_written_over_after_it_was_kept_is_saved_as_it_was_kept(tmp_pa
     assert torch.equal(read_kept(path, "cpu")[0], torch.arange(6, dtype=torch.float32))
 
 
+def test_between_runs_between_two_outputs_copies_each_written_whole_before_it(tmp_path: Path) -> None:
+    """The worker gives the device back between two kept outputs' copies (`between`): each file is whole
+    when it runs, none after the last, and what comes back is what was kept."""
+    path = tmp_path / "o.pt"
+    writer = KeptWriter(path)
+    outs = {slot: torch.full((100,), float(slot)) for slot in (2, 0, 1)}
+    for slot, out in outs.items():
+        writer.keep(slot, out)
+    seen: list[list[int]] = []
+    writer.close(between=lambda: seen.append(sorted(s for s in outs if slot_path(path, s).exists())))
+    assert seen == [[0], [0, 1]]  # in slot order, once between each two, never after the last
+    back = read_kept(path, "cpu")
+    assert all(torch.equal(back[slot], out) for slot, out in outs.items())
+
+
 def test_past_the_held_bytes_a_kept_output_is_written_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,14 +33,22 @@ from tools.supervise import (
 from tools.supervise.pool import TRUTH_SERVERS
 from tools.worker.refmod import derive_seed
 
+REFERENCE_WARMUP = 1  # the reference's warm-up calls at most: trusted code, whose lazy set-up one call does
+
 
 def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSettings]:
-    """The timing loop's settings for the candidate, and for the reference (bounded in seconds)."""
+    """The timing loop's settings for the candidate, and for the reference (bounded in seconds, and one
+    warm-up: the selective scan's three at its 0.3 s shape cost a new host's first evaluation ~1 s)."""
     cfg = problem.spec.timing_config
     candidate = orders.LoopSettings.model_validate(
         cfg.model_dump(exclude={"input_sets", "reference_max_seconds", "threads"})
     )
-    reference = candidate.model_copy(update={"max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds)})
+    reference = candidate.model_copy(
+        update={
+            "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds),
+            "warmup": min(cfg.warmup, REFERENCE_WARMUP),
+        }
+    )
     return candidate, reference
 
 

@@ -42,7 +42,8 @@ class DeviceTurn:
         self.channel.send(wire.DeviceReleased())
 
     def share(self) -> None:
-        """From a turn alone (a profile) to a shared one: given back, then asked for again."""
+        """Given back, then asked for again: from a turn alone (a profile) to a shared one, or between two
+        kept outputs' copies, where a timed loop waiting for the device alone goes first."""
         if self.active and self.held:
             self.release()
             self.want()

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,9 +73,13 @@ class KeptWriter:
             mapped.copy_(flat.view(torch.uint8))
             del mapped
 
-    def close(self) -> None:
-        """The held outputs to their files, then the index."""
-        for slot, flat in sorted(self.held.items()):
+    def close(self, between: Callable[[], None] | None = None) -> None:
+        """The held outputs to their files, then the index. `between` runs between two outputs' copies: the
+        candidate's worker gives the device back there for a moment, so that a timed loop waiting for it alone
+        waits for one copy, not all (H200: three 100 MB outputs held it shared ~0.28 s)."""
+        for n, (slot, flat) in enumerate(sorted(self.held.items())):
+            if n and between is not None:
+                between()
             self._write(slot, flat)
         self.held.clear()
         self.out_path.write_text(json.dumps({"slots": self.index}))

@@ -260,13 +260,20 @@ def prepare_timing(
     # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
     # set rolled by that call's secret offset (tools/worker/fresh.py).
     sets = [fresh.rolled(built["inputs"], offset) for offset in item.truth_offsets]
+    # A turn on the device for each forward, not one for the shape: a timed loop waiting for the device alone
+    # waits for one forward (H200: a shape's turn held it 0.14-0.33 s, and with two trajectories the timed
+    # loops and paired checks waited ~15 s a minute in all for such shared turns to end).
     with gate.hold():
         judge = Judge(built["model"], device, forwards, structure(req, item))
         # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
         # others are the same values rolled, and a third of this shape's reference calls went to them.
         first, error = judge.truth_and_error(sets[0])
-        truths = [first, *(judge.truth(inputs) for inputs in sets[1:])]
-        ref_errors = [error] * len(sets)
+    truths = [first]
+    for inputs in sets[1:]:
+        with gate.hold():
+            truths.append(judge.truth(inputs))
+    ref_errors = [error] * len(sets)
+    with gate.hold():
         facts = truth_facts(truths, req.tolerance, error)
         judge.release()
     torch.save(

@@ -15,6 +15,11 @@ mkdir -p $R/first && KERNEL_AGENT_CACHE=/tmp/kacache-new-host timeout 150 python
   problems/selective_scan.yaml problems/selective_scan/solutions/best.py --runs 2 --think 10 --first-think 10 \
   --cold 0 --no-compiles --json $R/first/first_think10.json 2>&1 | grep -v Warning > $R/first/first_think10.txt
 tail -4 $R/first/first_think10.txt
+# the same first evaluation's steps, each worker message stamped (a cache of its own again: the reference
+# timed, the peaks measured, the truth's forwards run eagerly at their first request)
+KERNEL_AGENT_CACHE=/tmp/kacache-new-host2 timeout 90 python3 bench/eval_phases.py problems/selective_scan.yaml \
+  $SOL/best.py --repeat 1 --json $R/first/new_host_phases.json 2>&1 | grep -v Warning > $R/first/new_host_phases.txt
+head -2 $R/first/new_host_phases.txt
 if [ "${SWEEP_ROUNDS:-0}" -gt 0 ]; then  # honest evaluations back to back, every other round beside busy cores
   timeout ${SWEEP_S:-120} python3 bench/honest_sweep.py problems/selective_scan.yaml $SOL/best.py $SOL/04_chunked_scan.py \
     $SOL/01_naive_fused.py --rounds $SWEEP_ROUNDS --load-every 2 --json $R/first/honest_sweep.json 2>&1 \

@@ -118,3 +118,34 @@ def test_a_first_sight_runs_the_forward_twice_its_warm_up_giving_the_output() ->
     assert cache.replays == 1
     with torch.no_grad():
         assert torch.equal(out2, model2(*inputs2))
+
+
+@pytest.mark.gpu
+@gpu
+def test_deferred_a_structure_runs_eagerly_in_its_first_request_and_is_captured_in_the_next() -> None:
+    """The warm server's cache (`defer`): a new host's first evaluation runs each forward once, eagerly; the
+    next request captures what the first ran (its warm-up and the capture), and later ones replay."""
+    cache = ForwardCache(defer=True)
+    cache.next_request()
+    FORWARDS[0] = 0
+    for seed in (1, 2, 3):  # one request's three checked calls: eager, once each
+        model, inputs = evaluation(seed)
+        out, seconds = cache.run("deferred", CountingScan(model), inputs)
+        with torch.no_grad():
+            assert torch.equal(out, model(*inputs))
+        assert seconds > 0
+    assert (FORWARDS[0], cache.eager, cache.replays, cache.held_bytes()) == (3, 3, 0, 0)
+    cache.next_request()
+    FORWARDS[0] = 0
+    model, inputs = evaluation(4)
+    out, _ = cache.run("deferred", CountingScan(model), inputs)  # captured now: the warm-up and the capture
+    assert FORWARDS[0] == 2
+    assert cache.held_bytes() > 0
+    model, inputs = evaluation(5)
+    out, _ = cache.run("deferred", CountingScan(model), inputs)
+    assert cache.replays == 1
+    with torch.no_grad():
+        assert torch.equal(out, model(*inputs))
+    other, inputs = evaluation(6)  # another label: a structure of its own, eager in this request
+    cache.run("another", other, inputs)
+    assert cache.replays == 1

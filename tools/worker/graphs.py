@@ -4,13 +4,14 @@ without the host's launch of each.
 The selective scan's reference is a Python loop over the sequence: tens of thousands of small launches,
 so its float64 truth took 0.06-0.37 s a call on the H200 eagerly and 0.02-0.08 s replayed
 (bench/truth_cost.py, 2026-12-02). A graph is captured once per structure (reference source, sizes, dtype,
-input shapes); each later evaluation copies its own weights, tensor attributes and inputs into the
-captured ones and replays. It is trusted only once its replays matched eager runs bit for bit on two
-different evaluations' weights and inputs; a reference that cannot be captured (a host sync, data-dependent
-control flow: refused before any capture is tried, by a warm-up call under torch's sync debug mode), that
-replays differently (random numbers, nondeterministic kernels) or whose graph would hold more device
-memory than the budget runs eagerly from then on, as on the cold path. A capture that fails anyway turns
-capturing off for the process (it can leave torch's CUDA generator mid-capture).
+input shapes), in the warm server at the structure's second request (`defer`); each later evaluation copies
+its own weights, tensor attributes and inputs into the captured ones and replays. It is trusted only once
+its replays matched eager runs bit for bit on two different evaluations' weights and inputs; a reference
+that cannot be captured (a host sync, data-dependent control flow: refused before any capture is tried, by a
+warm-up call under torch's sync debug mode), that replays differently (random numbers, nondeterministic
+kernels) or whose graph would hold more device memory than the budget runs eagerly from then on, as on the
+cold path. A capture that fails anyway turns capturing off for the process (it can leave torch's CUDA
+generator mid-capture).
 """
 
 from __future__ import annotations
@@ -50,14 +51,28 @@ def structure_key(label: Hashable, model: torch.nn.Module, inputs: list[Any]) ->
 
 
 class ForwardCache:
-    """Captured forwards of one truth server, by structure; None marks a structure that runs eagerly."""
+    """Captured forwards of one truth server, by structure; None marks a structure that runs eagerly.
 
-    def __init__(self, budget_bytes: int | None = None) -> None:
+    `defer`: a structure is captured only when a later request (`next_request`) uses it again; its first
+    request runs it eagerly, once a forward. A capture costs its warm-up call and the capture, two forwards
+    where an eager run is one, and a new host's first evaluation waits for its truth (H200: 3.6 s of its
+    cases' truth and 2.0 s of its largest shape's were first captures); the next evaluation's truth, made
+    while the model thinks, pays them instead, and every later one replays."""
+
+    def __init__(self, budget_bytes: int | None = None, defer: bool = False) -> None:
         self._entries: dict[Hashable, _Captured | None] = {}
         self._budget = budget_bytes
+        self._defer = defer
+        self._seen_now: set[Hashable] = set()  # run eagerly by this request, not captured yet
+        self._seen_before: set[Hashable] = set()  # ... by an earlier one: captured at the next use
         self.replays = 0  # for tests and the probe
         self.eager = 0
         self.disabled = False
+
+    def next_request(self) -> None:
+        """A new request begins: what the earlier ones ran eagerly at first sight is captured at its next use."""
+        self._seen_before |= self._seen_now
+        self._seen_now.clear()
 
     def budget(self) -> int:
         if self._budget is None:
@@ -74,6 +89,9 @@ class ForwardCache:
             return self._eager(model, inputs)
         key = structure_key(label, model, inputs)
         if key not in self._entries:
+            if self._defer and key not in self._seen_before:
+                self._seen_now.add(key)
+                return self._eager(model, inputs)
             return self._capture(key, model, inputs)
         entry = self._entries[key]
         if entry is None:

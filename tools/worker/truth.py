@@ -412,10 +412,12 @@ def serve(fd: str) -> int:
         torch.empty(1, device="cuda")
     channel.send(wire.Ready())
     kept: dict[str, Kept] = {}
-    forwards = ForwardCache() if torch.cuda.is_available() else None
+    forwards = ForwardCache(defer=True) if torch.cuda.is_available() else None
     device = "cuda" if torch.cuda.is_available() else "cpu"
     while line := sys.stdin.readline():  # readline, not iteration: a gate reads its grants in between
         served = orders.ServedTruthRequest.model_validate_json(line)
+        if forwards is not None:
+            forwards.next_request()
         channel.send(wire.Ready(id=served.id))
         code = serve_one(served.request, kept, channel, forwards, DeviceGate(channel, sys.stdin, device))
         if torch.cuda.is_available():

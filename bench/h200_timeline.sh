@@ -12,7 +12,9 @@ echo "code: ${GATE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" | tee "$O
 timeout 300 python3 bench/timeline.py problems/selective_scan.yaml --parallel ${PARALLEL:-1,2} \
   --candidates ${CANDIDATES:-12} --cached --json "$OUT/timeline.json" 2>&1 | grep -v Warning | tee -a "$OUT/timeline.txt"
 step_done timeline
-timeout 120 python3 bench/eval_phases.py problems/selective_scan.yaml $SOL/best.py --repeat 3 \
-  --json "$OUT/eval_phases.json" 2>&1 | grep -v Warning > "$OUT/eval_phases.txt"
-head -60 "$OUT/eval_phases.txt"
-step_done "eval phases"
+if [ "${PHASES:-1}" = 1 ]; then  # PHASES=0: the timeline alone
+  timeout 120 python3 bench/eval_phases.py problems/selective_scan.yaml $SOL/best.py --repeat 3 \
+    --json "$OUT/eval_phases.json" 2>&1 | grep -v Warning > "$OUT/eval_phases.txt"
+  head -60 "$OUT/eval_phases.txt"
+  step_done "eval phases"
+fi

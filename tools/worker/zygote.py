@@ -325,7 +325,11 @@ class Server:
         _send(self.sock, wire.Preparing(pid=pid))  # from now on the harness's sweeps spare it
 
     def run(self, order: orders.RunOrder, fds: list[int]) -> None:
-        """One candidate: the worker made ahead where one of its kind waits, else a fresh fork."""
+        """One candidate: the worker made ahead where one of its kind waits, else a fresh fork. A CUDA worker
+        taken is replaced at once, not at the next evaluation's start: there a worker's start (~4 s) outlasted
+        the next truth's making, and with two trajectories every other evaluation waited 1-2 s for its worker
+        while the device was held for it (H200, 2026-12-04). A CUDA worker's start moves no device clock; a
+        CPU worker's would move the host's, so it is made only when an evaluation asks."""
         order = order.model_copy(update={"containment": self._contained(order.containment)})
         key = PreparedKey(order.kind, order.containment) if order.kind is not None else None
         if key is not None and key == self.prepared_kind and self.prepared:
@@ -341,6 +345,8 @@ class Server:
                 for fd in fds:
                     os.close(fd)
                 _send(self.sock, wire.Spawned(pid=pid, prepared=True))
+                if key.kind == "cuda":  # its replacement starts now, beside this candidate (see below)
+                    self._make_prepared(key)
                 return
         pid = self._fork()
         if pid == 0:

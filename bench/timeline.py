@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.execution.executor import KernelJob  # noqa: E402
+from agent.execution.executor import Executor, KernelJob  # noqa: E402
 from bench.throughput import cached_candidates, candidates, make_executor  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
 from tools.supervise import listen  # noqa: E402
@@ -172,7 +172,7 @@ def count_at(spans: list[Span], mark: str = "") -> Any:
 WARM_UP_ROUNDS = 2  # evaluations a trajectory makes before the clock starts (`warm_up`)
 
 
-def warm_up(problem: Problem, executor: Any, codes: list[str], parallel: int) -> float:
+def warm_up(problem: Problem, executor: Executor, codes: list[str], parallel: int) -> float:
     """Each trajectory's first evaluations, at once and not counted: a truth server for each (a second one
     started within the N=2 measurement had cost its first evaluation 17.5 s on the H200, 5.7 s of it the
     server's start), and its reference graphs captured, at their second request (tools/worker/graphs.py).

@@ -72,9 +72,14 @@ def test_a_moved_plan_follows_its_job_and_a_retuned_one_times_with_the_new_setti
     assert len(paths) == 3 * (len(plan.cases) + len(plan.timing))
     assert all(Path(p).is_relative_to(new) for p in paths)
     assert Path(plan.cases[0].out_path).is_relative_to(old)  # the original is unchanged (frozen)
-    config = tiny.spec.timing_config.model_copy(update={"max_iters": 321, "reference_max_seconds": 0.5})
+    config = tiny.spec.timing_config.model_copy(
+        update={"max_iters": 321, "reference_max_seconds": 0.5, "warmup": 4}
+    )
     longer = tiny.model_copy(update={"spec": tiny.spec.model_copy(update={"timing_config": config})})
     retuned = moved.relocated(new, old).retuned(longer)
     assert {t.cfg.max_iters for t in retuned.timing} == {321}
     assert {t.truth.reference_cfg.max_seconds for t in retuned.timing} == {0.5}
+    assert {(t.cfg.warmup, t.truth.reference_cfg.warmup) for t in retuned.timing} == {
+        (4, 1)
+    }  # the reference: one
     assert retuned.retime_request({tiny.primary.name}).timing[0].cfg.max_iters == 642

@@ -169,7 +169,7 @@ def count_at(spans: list[Span], mark: str = "") -> Any:
     return at
 
 
-WARM_UP_ROUNDS = 2  # evaluations a trajectory makes before the clock starts (`warm_up`)
+WARM_UP_ROUNDS = 3  # evaluations a trajectory makes before the clock starts (`warm_up`)
 
 
 def warm_up(problem: Problem, executor: Executor, codes: list[str], parallel: int) -> float:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tools.worker.outputs import KeptWriter, UnreadableOutputs, read_kept, slot_path
+from tools.worker.outputs import KeptWriter, Staging, UnreadableOutputs, load_kept, read_kept, slot_path
 
 
 def kept(tmp_path: Path, outs: dict[int, torch.Tensor]) -> Path:
@@ -64,19 +64,65 @@ def test_an_output_written_over_after_it_was_kept_is_saved_as_it_was_kept(tmp_pa
     assert torch.equal(read_kept(path, "cpu")[0], torch.arange(6, dtype=torch.float32))
 
 
-def test_between_runs_between_two_outputs_copies_each_written_whole_before_it(tmp_path: Path) -> None:
-    """The worker gives the device back between two kept outputs' copies (`between`): each file is whole
-    when it runs, none after the last, and what comes back is what was kept."""
+class Turns:
+    """The worker's turn as close() drives it, and which slot files existed at each step."""
+
+    def __init__(self, path: Path, slots: list[int]) -> None:
+        self.path, self.slots = path, slots
+        self.calls: list[tuple[str, list[int]]] = []
+
+    def files(self) -> list[int]:
+        return [s for s in self.slots if slot_path(self.path, s).exists()]
+
+    def release(self) -> None:
+        self.calls.append(("release", self.files()))
+
+    def want(self) -> None:
+        self.calls.append(("want", self.files()))
+
+
+def test_the_turn_is_given_back_before_any_file_is_written(tmp_path: Path) -> None:
+    """Writing the files is host work: a timed loop waiting for the device alone need not wait for it."""
     path = tmp_path / "o.pt"
     writer = KeptWriter(path)
     outs = {slot: torch.full((100,), float(slot)) for slot in (2, 0, 1)}
     for slot, out in outs.items():
         writer.keep(slot, out)
-    seen: list[list[int]] = []
-    writer.close(between=lambda: seen.append(sorted(s for s in outs if slot_path(path, s).exists())))
-    assert seen == [[0], [0, 1]]  # in slot order, once between each two, never after the last
+    turn = Turns(path, sorted(outs))
+    writer.close(turn)
+    assert turn.calls == [("release", [])]  # a CPU output has no device part: given back at once
     back = read_kept(path, "cpu")
     assert all(torch.equal(back[slot], out) for slot, out in outs.items())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_device_outputs_are_copied_to_pinned_memory_in_the_turn_and_written_after_it(tmp_path: Path) -> None:
+    """The turn covers the outputs' copies to the host only; where the pinned buffer must grow, the turn is
+    given back while it is pinned. What comes back, pinned or not, is what was kept, bit for bit."""
+    staging = Staging()
+    outs = {
+        0: torch.randn(1000, 33, device="cuda"),
+        1: torch.randn(7, device="cuda", dtype=torch.float64),
+        2: torch.randn(5, 3, device="cuda").t(),  # not contiguous
+        3: torch.randn(13, device="cuda") > 0,
+    }
+    calls = []
+    for round_ in range(2):
+        path = tmp_path / f"o{round_}.pt"
+        writer = KeptWriter(path, staging)
+        for slot, out in outs.items():
+            writer.keep(slot, out)
+        turn = Turns(path, sorted(outs))
+        writer.close(turn)
+        calls.append(turn.calls)
+        for device in ("cuda", "cpu"):
+            back = read_kept(path, device, Staging())
+            assert all(torch.equal(back[s].cpu(), out.cpu()) for s, out in outs.items())
+        pinned = load_kept(path, True, Staging())
+        assert all(t.is_pinned() and torch.equal(t, outs[s].cpu()) for s, t in pinned.items())
+    assert calls[0] == [("release", []), ("want", []), ("release", [])]  # the buffer pinned outside the turn
+    assert calls[1] == [("release", [])]  # the same buffer again: the copies, then the turn given back
 
 
 def test_past_the_held_bytes_a_kept_output_is_written_at_once(

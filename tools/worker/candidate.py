@@ -323,8 +323,7 @@ def run_timing(
         channel.send(wire.Profiling(name=item.name))  # the profiler's start-up has its own time bound
         usage = KernelUsage.model_validate(profile_call(model, base, device))
         turn.share()  # alone for the profile only: the outputs' copy below shares the device
-    kept.close(between=turn.share)  # the outputs kept for the float64 re-check, and their index
-    turn.release()
+    kept.close(turn)  # the outputs kept for the float64 re-check, and their index; the turn given back
     done = wire.TimingDone(
         name=item.name,
         stats=TimingStats.model_validate(samples.stats()),

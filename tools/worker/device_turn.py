@@ -2,7 +2,7 @@
 
 The harness holds the device for a live candidate (shared, or alone for a timed loop), so that nothing it
 runs lands in another trajectory's timed loop. After a shape's device work (its loop, checks, profile, and
-the checked calls' outputs copied into their files) the worker says `DeviceReleased`, synchronised, and the
+the checked calls' outputs copied to pinned host memory) the worker says `DeviceReleased`, synchronised, and the
 harness lets the device go until the worker's next `DeviceWanted`, answered `granted` once the harness holds
 the device (shared) for it again. So the worker's exit, and its host work between shapes, no longer hold the
 device while another trajectory's loop waits (H200, 2026-12-04: a candidate's exit held it ~0.13 s an

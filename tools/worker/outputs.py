@@ -1,16 +1,16 @@
 """The checked calls' outputs on their way from the candidate's worker to the float64 re-check.
 
-Each kept output is copied from the device straight into a file of its own, mapped shared (tmpfs in the
-job's folder): its raw bytes, one copy. `torch.save` of the same outputs cost the H200 three passes over
-each (a pageable copy to the host at 1.3 GB/s, the pickle's write, the reader's load): ~0.15 s for a 64 MB
-output, ~1.4 s an evaluation of the selective scan's nine (bench/timing_breakdown.py). An index (JSON, at
-the shape's `out_path`) names each slot's dtype and shape.
+Each kept output's raw bytes go to a file of its own (tmpfs in the job's folder), through pinned host memory:
+the device's part is one fast copy, the file's write is host work. `torch.save` of the same outputs cost the
+H200 three passes over each (a pageable copy to the host at 1.3 GB/s, the pickle's write, the reader's
+load): ~0.15 s for a 64 MB output, ~1.4 s an evaluation of the selective scan's nine
+(bench/timing_breakdown.py). An index (JSON, at the shape's `out_path`) names each slot's dtype and shape.
 
 The reader (the truth server, or the parent where the truth came to it) trusts neither: the candidate's
 process wrote both. It reads only files it names itself (`<out_path>.<slot>`, no links, regular files of
 exactly the size the index implies, read with read(2), never mapped: a file cut short while mapped would
-kill the reader), and only dtypes torch has. A long-lived reader reuses one pinned buffer for its copies
-to the device (`Staging`)."""
+kill the reader), and only dtypes torch has, into host memory (`load_kept`: pinned, in one buffer a
+long-lived reader reuses, `Staging`) before any of it goes to the device."""
 
 from __future__ import annotations
 

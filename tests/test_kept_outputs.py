@@ -166,6 +166,22 @@ def test_a_tampered_index_or_file_is_refused_with_why(
         read_kept(path, "cpu")
 
 
+def test_an_index_that_claims_more_than_its_files_hold_takes_no_memory_for_it(tmp_path: Path) -> None:
+    """The candidate's process wrote the index: a size it claims is checked against the file before the
+    reader takes pinned memory for it (a claim of a terabyte must not take the truth server down)."""
+    path = kept(tmp_path, {0: torch.randn(4), 1: torch.randn(4)})
+    index = json.loads(path.read_text())
+    index["slots"]["1"]["shape"] = [1 << 40]
+    path.write_text(json.dumps(index))
+
+    class Refusing(Staging):
+        def take(self, nbytes: int, device: str) -> torch.Tensor:
+            raise AssertionError(f"asked for {nbytes} bytes")
+
+    with pytest.raises(UnreadableOutputs, match="bytes where its index implies"):
+        load_kept(path, True, Refusing())
+
+
 def test_links_and_fifos_are_refused_not_followed_or_waited_on(tmp_path: Path) -> None:
     secret = tmp_path / "secret.bin"
     secret.write_bytes(b"\1" * 16)

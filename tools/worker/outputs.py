@@ -239,7 +239,8 @@ def _read_index(out_path: Path) -> dict[str, Any]:
 def load_kept(out_path: str | Path, pinned: bool, staging: Staging | None = None) -> dict[int, torch.Tensor]:
     """Slot -> output, on the host, as the writer kept them: host work alone, no device held meanwhile.
     `pinned`: all of them in one pinned buffer (`staging`'s, reused: copy them to the device before the
-    next load), so that their copies to the device run at the link's speed. Raises UnreadableOutputs."""
+    next load), so that their copies to the device run at the link's speed. Every file's size is checked
+    before any memory is taken for it: the index alone never sizes an allocation. Raises UnreadableOutputs."""
     out_path = Path(out_path)
     staging = staging or Staging()
     slots = []
@@ -248,15 +249,14 @@ def load_kept(out_path: str | Path, pinned: bool, staging: Staging | None = None
             raise UnreadableOutputs(f"a slot named {key[:20]!r}")
         dtype, shape = _dtype(entry.get("dtype")), _shape(entry.get("shape"))
         slots.append((int(key), dtype, shape, math.prod(shape) * dtype.itemsize))
+    for slot, _, _, nbytes in slots:
+        os.close(_open_sized(out_path, slot, nbytes))
     spans = _layout([nbytes for *_, nbytes in slots])
     buffer = staging.take(spans[-1][1], "cuda") if pinned and spans else None
     outs: dict[int, torch.Tensor] = {}
     for (slot, dtype, shape, nbytes), (begin, end) in zip(slots, spans, strict=True):
-        fd = _open_regular(slot_path(out_path, slot))
+        fd = _open_sized(out_path, slot, nbytes)  # again: the file read is the file whose size was checked
         try:
-            size = os.fstat(fd).st_size
-            if size != nbytes:
-                raise UnreadableOutputs(f"slot {slot}: {size} bytes where its index implies {nbytes}")
             raw = buffer[begin:end] if buffer is not None else torch.empty(nbytes, dtype=torch.uint8)
             if nbytes:
                 _read_exactly(fd, raw)
@@ -264,6 +264,16 @@ def load_kept(out_path: str | Path, pinned: bool, staging: Staging | None = None
             os.close(fd)
         outs[slot] = raw.view(dtype).reshape(shape)
     return outs
+
+
+def _open_sized(out_path: Path, slot: int, nbytes: int) -> int:
+    """A read-only descriptor on slot `slot`'s file, which holds exactly `nbytes` bytes."""
+    fd = _open_regular(slot_path(out_path, slot))
+    size = os.fstat(fd).st_size
+    if size != nbytes:
+        os.close(fd)
+        raise UnreadableOutputs(f"slot {slot}: {size} bytes where its index implies {nbytes}")
+    return fd
 
 
 def read_kept(out_path: str | Path, device: str, staging: Staging | None = None) -> dict[int, torch.Tensor]:

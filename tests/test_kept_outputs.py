@@ -96,7 +96,6 @@ def test_the_turn_is_given_back_before_any_file_is_written(tmp_path: Path) -> No
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_device_outputs_are_copied_to_pinned_memory_in_the_turn_and_written_after_it(tmp_path: Path) -> None:
     """The turn covers the outputs' copies to the host only; where the pinned buffer must grow, the turn is
     given back while it is pinned. What comes back, pinned or not, is what was kept, bit for bit."""
@@ -175,7 +174,7 @@ def test_an_index_that_claims_more_than_its_files_hold_takes_no_memory_for_it(tm
     path.write_text(json.dumps(index))
 
     class Refusing(Staging):
-        def take(self, nbytes: int, device: str) -> torch.Tensor:
+        def take(self, nbytes: int) -> torch.Tensor:
             raise AssertionError(f"asked for {nbytes} bytes")
 
     with pytest.raises(UnreadableOutputs, match="bytes where its index implies"):

@@ -65,21 +65,10 @@ class KeptWriter:
         flat = out.detach().clone(memory_format=torch.contiguous_format).reshape(-1)
         self.index[str(slot)] = {"dtype": str(out.dtype).removeprefix("torch."), "shape": list(out.shape)}
         if sum(_nbytes(t) for t in self.held.values()) + _nbytes(flat) > self.HOLD_BYTES:
-            self._write(slot, flat)
+            _write_host(slot_path(self.out_path, slot), flat.view(torch.uint8).cpu())
         else:
             slot_path(self.out_path, slot).unlink(missing_ok=True)  # a slot kept again: the old file goes
             self.held[slot] = flat
-
-    def _write(self, slot: int, flat: torch.Tensor) -> None:
-        path = slot_path(self.out_path, slot)
-        path.unlink(missing_ok=True)  # a slot kept again (a re-measurement) starts a new file
-        nbytes = _nbytes(flat)
-        if nbytes == 0:
-            path.write_bytes(b"")
-        else:
-            mapped = torch.from_file(str(path), shared=True, size=nbytes, dtype=torch.uint8)
-            mapped.copy_(flat.view(torch.uint8))
-            del mapped
 
     def close(self, turn: Turn | None = None) -> None:
         """The held outputs to their files, then the index; `turn`, held as it is called, is given back once
@@ -110,7 +99,7 @@ class KeptWriter:
         grow = not self.staging.fits(total)
         if grow and turn is not None:
             turn.release()
-        buffer = self.staging.take(total, "cuda")
+        buffer = self.staging.take(total)
         if grow and turn is not None:
             turn.want()
         staged = []
@@ -161,9 +150,8 @@ class Staging:
     def fits(self, nbytes: int) -> bool:
         return self.buffer is not None and self.buffer.numel() >= nbytes
 
-    def take(self, nbytes: int, device: str) -> torch.Tensor:
-        if device == "cpu":
-            return torch.empty(nbytes, dtype=torch.uint8)  # the tensor handed back is this one
+    def take(self, nbytes: int) -> torch.Tensor:
+        """The buffer's first `nbytes` (a view: the next `take` hands out the same bytes)."""
         if not self.fits(nbytes):
             self.buffer = None
             self.buffer = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
@@ -252,7 +240,7 @@ def load_kept(out_path: str | Path, pinned: bool, staging: Staging | None = None
     for slot, _, _, nbytes in slots:
         os.close(_open_sized(out_path, slot, nbytes))
     spans = _layout([nbytes for *_, nbytes in slots])
-    buffer = staging.take(spans[-1][1], "cuda") if pinned and spans else None
+    buffer = staging.take(spans[-1][1]) if pinned and spans else None
     outs: dict[int, torch.Tensor] = {}
     for (slot, dtype, shape, nbytes), (begin, end) in zip(slots, spans, strict=True):
         fd = _open_sized(out_path, slot, nbytes)  # again: the file read is the file whose size was checked

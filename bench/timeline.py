@@ -137,6 +137,16 @@ def summary(events: list[Event], wall: float) -> dict[str, Any]:
     }
 
 
+PHASES = ("truth_wait", "cases", "timing", "candidate_exit", "judge", "reference_check", "seconds")
+
+
+def phase_means(phases: list[dict[str, float]]) -> str:
+    """Each main phase's mean seconds an evaluation: where a second trajectory's evaluations spend longer."""
+    if not phases:
+        return "no evaluation"
+    return ", ".join(f"{k} {sum(p.get(k, 0.0) for p in phases) / len(phases):.2f}" for k in PHASES)
+
+
 def strip(
     events: list[Event], evaluations: list[tuple[int, float, float]], seconds: float, step: float
 ) -> str:
@@ -268,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         for kind, r in row["requests"].items():
             print(f"  {kind}: {r['count']} requests, {r['mean_s']} s each, queued {r['mean_queued_s']} s")
+        print(f"  phases, mean s an evaluation: {phase_means(row['phases'])}")
         print(row["chart"], flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, default=str))

@@ -64,3 +64,25 @@ def test_the_next_evaluation_runs_in_a_cuda_worker_made_ahead() -> None:
     assert second.workers == "warm"
     assert second.phases.get("truth_wait", 0.0) < 1.0, second.phases
     assert second.phases["cuda_init"] < 0.05, second.phases
+
+
+@pytest.mark.gpu
+def test_beside_another_evaluation_the_next_truth_is_made_as_one_starts() -> None:
+    """With another evaluation in flight, a CUDA evaluation starts the next one's truth as it starts, on a
+    truth server of its own: back to back on the H200, made only after each evaluation, two trajectories
+    fell into step (both making truth, then both timing) and each waited for its own truth."""
+    problem = load_problem(REPO / "tests" / "adversarial" / "gpu" / "scan_gpu_small.yaml")
+    pool = pool_for(None)
+    assert pool is not None
+    assert benchmark(problem, BASELINE.read_text()).status == "ok"  # the reference's medians timed
+    pool.wait_prefetch(problem.data_hash)
+    assert pool.pending(problem.data_hash) == 1
+    with pool.evaluating():  # another trajectory's evaluation in flight
+        beside = benchmark(problem, BASELINE.read_text())
+        assert beside.status == "ok", beside.message
+        assert beside.phases.get("truth_wait", 0.0) < 1.0, beside.phases
+        assert pool.pending(problem.data_hash) == 2  # one made as it began, one after it
+        pool.wait_prefetch(problem.data_hash)
+    after = benchmark(problem, BASELINE.read_text())  # takes one of them
+    assert after.status == "ok", after.message
+    assert after.phases.get("truth_wait", 0.0) < 1.0, after.phases

@@ -55,3 +55,14 @@ def test_the_summary_splits_the_wall_time_by_what_held_the_device() -> None:
 def test_spans_outside_others_are_cut_where_they_overlap() -> None:
     assert timeline.minus([(0.0, 10.0)], [(2.0, 3.0), (5.0, 6.0)]) == [(0.0, 2.0), (3.0, 5.0), (6.0, 10.0)]
     assert timeline.length([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)]) == 4.0
+
+
+def test_phase_means_say_where_an_evaluation_spends_its_seconds() -> None:
+    phases = [
+        {"truth_wait": 1.0, "timing": 1.0, "seconds": 3.0},
+        {"truth_wait": 0.0, "timing": 2.0, "seconds": 4.0},
+    ]
+    assert timeline.phase_means(phases) == (
+        "truth_wait 0.50, cases 0.00, timing 1.50, candidate_exit 0.00, judge 0.00, reference_check 0.00, seconds 3.50"
+    )
+    assert timeline.phase_means([]) == "no evaluation"

@@ -88,6 +88,29 @@ def test_truth_prepared_ahead_is_fresh_and_judges_like_any_other(tiny: Problem, 
     assert len({first.seed, second.seed, third.seed}) == 3  # a fresh secret seed every evaluation
 
 
+def test_a_cpu_evaluation_beside_another_makes_its_next_truth_only_after_it(
+    tiny: Problem, warm: WarmPool
+) -> None:
+    """A CUDA evaluation with another in flight starts the next one's truth as it starts (its truth takes the
+    device only for its forwards; tests/test_gpu_evaluator.py); a CPU problem's truth would hold the device
+    its loops are timed on throughout, so beside another evaluation it is still made only after."""
+    from tools.judge._ahead import made_beside
+    from tools.problem import load_problem
+
+    cuda = load_problem(REPO / "problems" / "selective_scan.yaml")
+    assert [made_beside(cuda, n) for n in (1, 2, 3)] == [False, True, True]
+    assert [made_beside(tiny, n) for n in (1, 2)] == [False, False]
+    assert benchmark(tiny, v.baseline(), pool=warm).status == "ok"  # the reference's medians timed
+    warm.wait_prefetch(tiny.data_hash)
+    assert warm.pending(tiny.data_hash) == 1
+    with warm.evaluating():  # another trajectory's evaluation in flight
+        beside = benchmark(tiny, v.baseline(), pool=warm)
+        assert beside.status == "ok", beside.message
+        # the one made ahead taken, one made after it, none as it began
+        assert warm.pending(tiny.data_hash) == 1
+        warm.wait_prefetch(tiny.data_hash)
+
+
 def test_a_run_that_starts_has_its_first_evaluation_made_ahead(tiny: Problem, warm: WarmPool) -> None:
     """agent run calls prepare_ahead as it starts (executor.warm_up): its first benchmark then finds its
     truth made while the model wrote the kernel, as every later one does."""

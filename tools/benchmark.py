@@ -23,7 +23,7 @@ from tools.envinfo import collect_env
 from tools.floor import floor_fraction, floor_text, with_floors
 from tools.host import timing_threads
 from tools.judge import _phases as phases
-from tools.judge._ahead import obtain, prefetch, reference_cached
+from tools.judge._ahead import made_beside, obtain, prefetch, reference_cached
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import worker_kind
 from tools.judge._ratio import too_wide
@@ -114,6 +114,9 @@ def benchmark(
                 turns.to(idle_mode(problem.spec.device))
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
             prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
+            if ev is not None and prefetch_next and seed is None and not refresh_reference:
+                if made_beside(problem, ev.running):  # the next truth beside this candidate and another
+                    prefetch(problem, env, ev)
             try:
                 prepared.job.write_kernel(kernel_code)
                 result, suspicious = evaluate(problem, kernel_code, prepared, flags, base, ev, clock, turns)

@@ -1,5 +1,6 @@
-"""Evaluations made ahead of their candidate: used where still valid (`obtain`), made after each evaluation
-and as a run starts (`prefetch`), the reference's medians timed as a run starts adopted into the cache."""
+"""Evaluations made ahead of their candidate: used where still valid (`obtain`), made after each evaluation,
+as a run starts and, beside another evaluation, as one starts (`prefetch`, `made_beside`), the reference's
+medians timed as a run starts adopted into the cache."""
 
 from __future__ import annotations
 
@@ -75,15 +76,27 @@ def obtain(
     return item
 
 
+def made_beside(problem: Problem, running: int) -> bool:
+    """Whether the next evaluation's truth is made as this one starts (`prefetch`) instead of after it: a CUDA
+    problem's, where another evaluation is in flight on the pool (`running` counts this one). Its timing is
+    not alone on the host then anyway, and its timed loops still hold the device alone (the truth takes it
+    for its forwards). Made only after each evaluation, back to back, every evaluation waited for its own
+    truth: on the H200 two trajectories fell into step, both making truth, then both timing, the device
+    idle 28.7 % of the time (main cfed4f2). Alone, an evaluation's candidate has the host to itself, and
+    its next truth is made after it (while the model thinks). A CPU problem's truth holds the device shared
+    throughout: beside an evaluation it would only stall that evaluation's timed loops."""
+    return problem.spec.device == "cuda" and running > 1
+
+
 def reference_cached(problem: Problem, env: EnvInfo) -> bool:
     refs = ReferenceTimes(problem, env)
     return all(refs.get(t) is not None for t in problem.spec.timing)
 
 
 def prefetch(problem: Problem, env: EnvInfo, pool: WarmPool, first: bool = False) -> None:
-    """After an evaluation (or as a run starts: `first`): make the next one's fresh-seeded data and truth,
-    and its worker (on a CUDA problem with its context, cuBLAS and profiler started), while the caller
-    thinks."""
+    """After an evaluation (or as a run starts: `first`; or as one starts beside another: `made_beside`): make
+    the next one's fresh-seeded data and truth, and its worker (on a CUDA problem with its context, cuBLAS
+    and profiler started), while the caller thinks."""
 
     def make() -> Prepared:
         # A CUDA problem's truth takes the device only for its device work; a CPU problem's holds it shared

@@ -68,8 +68,11 @@ from tools.worker.seal import SealSpec
 WARM_ENV = "KERNEL_AGENT_WARM"
 SHM = Path("/dev/shm")
 AHEAD = 2  # evaluations of one problem prepared ahead at most (one per trajectory of a parallel run)
-TRUTH_SERVERS = AHEAD  # a CUDA problem's truth servers at most (`truth_server`): one per trajectory
-SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak, up to three at once
+# A CUDA problem's truth servers at most (`truth_server`): one per trajectory, whose evaluation's truth and
+# re-check it keeps, and one for the truth made ahead as an evaluation starts beside another
+# (tools/judge/_ahead.py `made_beside`): sent to a claimed server, it would hold that evaluation's re-check.
+TRUTH_SERVERS = AHEAD + 1
+SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak (a job made ahead less)
 
 
 def warm_enabled() -> bool:
@@ -272,8 +275,9 @@ class WarmPool:
             pending.thread.join()
         return pending.result[0] if pending.result else None
 
-    def pending(self, key: str) -> bool:
-        return bool(self._pending.get(key))
+    def pending(self, key: str) -> int:
+        """How many evaluations of `key` are made or being made ahead."""
+        return len(self._pending.get(key) or [])
 
     def wait_prefetch(self, key: str) -> None:
         """Wait until the prefetches of `key` in flight are done (they stay prepared for the next evaluations)."""

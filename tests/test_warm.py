@@ -111,6 +111,27 @@ def test_a_cpu_evaluation_beside_another_makes_its_next_truth_only_after_it(
         warm.wait_prefetch(tiny.data_hash)
 
 
+def test_an_evaluation_tells_the_pool_what_its_workers_pin_ahead(tiny: Problem, warm: WarmPool) -> None:
+    """The kept outputs' pinned buffer a CUDA worker made ahead takes as it starts: the largest shape's checked
+    calls' fp32 outputs, each aligned (tests/test_gpu_evaluator.py sees no copy wait for pinning)."""
+    from tools.orders import MAX_PINNED_AHEAD, PrepareOrder
+    from tools.worker.outputs import staging_bytes
+
+    result = benchmark(tiny, v.baseline(), pool=warm)
+    assert result.status == "ok", result.message
+    outputs = {
+        t.name: 4 * t.sizes["batch_size"] * t.sizes["seq_len"] * t.sizes["d_model"] for t in tiny.spec.timing
+    }
+    checked = {t.name: len(t.rechecked) for t in result.timings}
+    assert min(checked.values()) > 0
+    assert warm.kept_bytes == max(staging_bytes([outputs[n]] * checked[n]) for n in checked)
+    assert warm._pinned("cpu") == 0  # a CPU worker pins nothing
+    warm.expect_kept(1 << 40)  # never more than the order allows
+    assert warm.kept_bytes == MAX_PINNED_AHEAD
+    containment = {"pidns": True, "netns": True, "no_caps": True}
+    PrepareOrder.model_validate({"containment": containment, "kind": "cuda", "pinned_bytes": warm.kept_bytes})
+
+
 def test_a_run_that_starts_has_its_first_evaluation_made_ahead(tiny: Problem, warm: WarmPool) -> None:
     """agent run calls prepare_ahead as it starts (executor.warm_up): its first benchmark then finds its
     truth made while the model wrote the kernel, as every later one does."""

@@ -114,6 +114,8 @@ def benchmark(
                 turns.to(idle_mode(problem.spec.device))
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
             prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
+            if ev is not None:
+                ev.expect_kept(prepared.kept_bytes)
             if ev is not None and prefetch_next and seed is None and not refresh_reference:
                 if made_beside(problem, ev.running):  # the next truth beside this candidate and another
                     prefetch(problem, env, ev)

@@ -175,6 +175,11 @@ class Containment(_Order):
         )
 
 
+MAX_PINNED_AHEAD = (
+    1 << 30
+)  # host memory a CUDA worker made ahead pins for its candidate's kept outputs, at most
+
+
 class PrepareOrder(_Order):
     """Have `count` workers made ahead of need for evaluations of `kind` (made or being made; one per
     evaluation that may start before the next order: two trajectories on one GPU want two)."""
@@ -183,6 +188,7 @@ class PrepareOrder(_Order):
     containment: Containment
     kind: WorkerKind
     count: int = Field(default=1, ge=1, le=4)
+    pinned_bytes: int = Field(default=0, ge=0, le=MAX_PINNED_AHEAD)  # a CUDA worker's, for its kept outputs
 
 
 class RunOrder(_Order):

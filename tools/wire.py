@@ -215,6 +215,7 @@ class TimingReady(_Message):
     truth_finite: bool = True  # every checked call's truth is finite
     truth_varies: bool = True  # the checked calls' truths differ (their inputs' contents do)
     constant_passes: bool = False  # one value everywhere would pass the first call's truth
+    out_numel: int = 0  # elements of one call's output: what its kept outputs take (WarmPool.expect_kept)
 
 
 class Rechecked(_Message):

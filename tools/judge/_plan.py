@@ -31,6 +31,7 @@ from tools.supervise import (
     run_child,
 )
 from tools.supervise.pool import TRUTH_SERVERS
+from tools.worker.outputs import staging_bytes
 from tools.worker.refmod import derive_seed
 
 REFERENCE_WARMUP = 1  # the reference's warm-up calls at most: trusted code, whose lazy set-up one call does
@@ -326,6 +327,15 @@ class Prepared:
     @property
     def ok(self) -> bool:
         return self.truth.first(wire.Done) is not None
+
+    @property
+    def kept_bytes(self) -> int:
+        """The pinned host memory its candidate's worker takes for a shape's kept outputs, at most: one output
+        of the reference's size a checked call, in fp32 (one of another dtype is smaller, or grows the
+        worker's buffer as before: tools/worker/outputs.py)."""
+        checked = {t.truth.name: len(t.truth.truth_offsets) for t in self.plan.timing}
+        sizes = [[m.out_numel * 4] * checked.get(m.name, 0) for m in self.truth.all(wire.TimingReady)]
+        return max((staging_bytes(s) for s in sizes), default=0)
 
     def discard(self) -> None:
         self.truths.clear()

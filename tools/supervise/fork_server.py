@@ -133,9 +133,10 @@ class Zygote:
             raise WarmUnavailable(f"candidate zygote did not start: {self._log_tail()}")
         return self.pidns
 
-    def request_prepared(self, kind: orders.WorkerKind, count: int = 1) -> bool:
+    def request_prepared(self, kind: orders.WorkerKind, count: int = 1, pinned_bytes: int = 0) -> bool:
         """Ask for `count` workers made ahead of need for evaluations of `kind` ("cuda": context, cuBLAS and
-        the profiler started; "cpu": forked and contained, nothing more), counting those made or being made.
+        the profiler started, `pinned_bytes` of host memory pinned for the kept outputs; "cpu": forked and
+        contained, nothing more), counting those made or being made.
         False where a CUDA worker cannot start in the zygote's children. Returns at once: `wait_prepared`
         waits for one."""
         want_pidns = isolation.mode() == isolation.PIDNS
@@ -149,7 +150,10 @@ class Zygote:
         with self.order_lock:
             try:
                 order = orders.PrepareOrder(
-                    containment=_containment_order(want_pidns), kind=kind, count=count
+                    containment=_containment_order(want_pidns),
+                    kind=kind,
+                    count=count,
+                    pinned_bytes=pinned_bytes,
                 )
                 self.sock.send(order.model_dump_json().encode())
             except OSError:

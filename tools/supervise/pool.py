@@ -118,6 +118,7 @@ class WarmPool:
         self._pending: dict[str, list[_Pending]] = {}  # per problem, oldest first
         self.closed = False
         self.running = 0  # evaluations on this pool now (`evaluating`)
+        self.kept_bytes = 0  # what a CUDA worker made from now on pins for its kept outputs (`expect_kept`)
 
     # --- candidate side ------------------------------------------------------------------------------
 
@@ -140,6 +141,14 @@ class WarmPool:
     ) -> ChildOutcome:
         return self.zygote().launch(cwd, env, request_path, deadline, on_message, seal)
 
+    def expect_kept(self, nbytes: int) -> None:
+        """The pinned host memory the latest evaluation's worker needed for a shape's kept outputs: CUDA
+        workers made from now on pin that much as they start, while no candidate waits for them (bounded)."""
+        self.kept_bytes = max(0, min(nbytes, orders.MAX_PINNED_AHEAD))
+
+    def _pinned(self, kind: orders.WorkerKind) -> int:
+        return self.kept_bytes if kind == "cuda" else 0
+
     def prepare_worker(self, kind: orders.WorkerKind, count: int = 1) -> None:
         """Start making workers for evaluations of `kind` now, up to `count` made or being made, beside the
         truth of an evaluation, and return at once: a zygote still starting (its torch import: 1.5 s on a 2-core CPU) takes the order from
@@ -147,10 +156,13 @@ class WarmPool:
         (on the H200 part of ~6 s that no phase named, in every one-shot `agent bench`)."""
         zygote = self.zygote()
         if zygote.ready.is_set():
-            zygote.request_prepared(kind, count)
+            zygote.request_prepared(kind, count, self._pinned(kind))
             return
         threading.Thread(
-            target=zygote.request_prepared, args=(kind, count), name="prepare-worker", daemon=True
+            target=zygote.request_prepared,
+            args=(kind, count, self._pinned(kind)),
+            name="prepare-worker",
+            daemon=True,
         ).start()
 
     def replace_zygote(self) -> None:
@@ -238,7 +250,7 @@ class WarmPool:
             if self.closed:
                 return
             cuda = worker == "cuda"  # its start runs beside the truth: it moves no device clock
-            asked = cuda and self.zygote().request_prepared("cuda", count)
+            asked = cuda and self.zygote().request_prepared("cuda", count, self._pinned("cuda"))
             if prepare is not None:
                 with contextlib.suppress(Exception):  # a failed prefetch is just not there
                     pending.result.append(prepare())

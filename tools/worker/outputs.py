@@ -117,6 +117,12 @@ def _nbytes(t: torch.Tensor) -> int:
 ALIGN = 64  # each output's bytes in a shared buffer start here: any dtype's view of them is aligned
 
 
+def staging_bytes(sizes: list[int]) -> int:
+    """The pinned buffer one shape's kept outputs of `sizes` bytes take (`KeptWriter.close`)."""
+    spans = _layout(sizes)
+    return spans[-1][1] if spans else 0
+
+
 def _layout(sizes: list[int]) -> list[tuple[int, int]]:
     """(begin, end) of each of `sizes` bytes in one buffer, in order, each begin aligned."""
     spans, at = [], 0

@@ -273,6 +273,7 @@ def prepare_timing(
         with gate.hold():
             truths.append(judge.truth(inputs))
     ref_errors = [error] * len(sets)
+    out_numel = truths[0].numel()
     with gate.hold():
         facts = truth_facts(truths, req.tolerance, error)
         judge.release()
@@ -303,6 +304,7 @@ def prepare_timing(
             reference=stats,
             ref_errors=ref_errors,
             reference_seconds=time.perf_counter() - start,
+            out_numel=out_numel,
             **facts,
         )
     )

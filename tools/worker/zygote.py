@@ -207,11 +207,14 @@ def _child(sock: socket.socket, order: orders.RunOrder, fds: list[int]) -> None:
         _exit(code)
 
 
-def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) -> None:
+def _prepared_child(
+    sock: socket.socket, mine: socket.socket, key: PreparedKey, pinned_bytes: int = 0
+) -> None:
     """A worker made ahead of its candidate (while the model thinks): in its own session and PID namespace
-    and, for a CUDA evaluation, with its CUDA context created and cuBLAS and the CUDA profiler started
-    (trusted code only), it reports `prepared`, then waits for one order, seals its filesystem for that
-    order's job, drops its capabilities and runs it exactly as `_child` would. Single use."""
+    and, for a CUDA evaluation, with its CUDA context created, cuBLAS and the CUDA profiler started and
+    `pinned_bytes` of host memory pinned for its kept outputs (trusted code only), it reports `prepared`,
+    then waits for one order, seals its filesystem for that order's job, drops its capabilities and runs it
+    exactly as `_child` would. Single use."""
     code = EXIT_SETUP_FAILED
     try:
         sock.close()
@@ -219,7 +222,7 @@ def _prepared_child(sock: socket.socket, mine: socket.socket, key: PreparedKey) 
         die_with_parent()
         _contain(key.containment)
         if key.kind == "cuda":
-            worker_usage.warm_up_cuda()
+            worker_usage.warm_up_cuda(pinned_bytes)
         else:
             worker_usage.cpu_usage.warm_up()  # the CPU profiler's first start: 1-4 s on 2 busy cores, ~1 ms after
         # An order may already wait in the socket, the zygote's end closed behind it: read it all the same.
@@ -285,6 +288,7 @@ class Server:
         self.children: set[int] = set()
         self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket, oldest first
         self.prepared_kind: PreparedKey | None = None  # which orders it may serve
+        self.pinned_bytes = 0  # what a CUDA worker made from now on pins (the latest PrepareOrder's)
         self.reported: set[int] = set()  # prepared workers whose `prepared` we relayed
 
     def _fork(self) -> int:
@@ -302,6 +306,7 @@ class Server:
         being made is said to be prepared when it is (`relay_prepared`), not now: a harness that waits for
         it (a prefetch) must wait for the real thing (on the H200 its profiler's start alone takes ~4 s)."""
         kind = PreparedKey(order.kind, self._contained(order.containment))
+        self.pinned_bytes = order.pinned_bytes
         if self.prepared_kind != kind:
             for pid, ours in list(self.prepared.items()):
                 self.prepared.pop(pid)
@@ -318,7 +323,7 @@ class Server:
         pid = self._fork()
         if pid == 0:
             ours.close()
-            _prepared_child(self.sock, theirs, kind)
+            _prepared_child(self.sock, theirs, kind, self.pinned_bytes)
         theirs.close()
         self.children.add(pid)
         self.prepared[pid] = ours

@@ -16,6 +16,8 @@ import argparse
 import concurrent.futures as cf
 import json
 import queue
+import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -147,6 +149,22 @@ def phase_means(phases: list[dict[str, float]]) -> str:
     return ", ".join(f"{k} {sum(p.get(k, 0.0) for p in phases) / len(phases):.2f}" for k in PHASES)
 
 
+def speedup_shift(base: list[tuple[str, float]], other: list[tuple[str, float]]) -> float | None:
+    """The median, over kernels evaluated in both, of one kernel's median speedup in `other` over its median in
+    `base`: whether running beside other trajectories moved the speedups reported (a reference slowed by a
+    busier host reads as a faster candidate)."""
+
+    def medians(rows: list[tuple[str, float]]) -> dict[str, float]:
+        by: dict[str, list[float]] = defaultdict(list)
+        for kernel, speedup in rows:
+            by[kernel].append(speedup)
+        return {k: statistics.median(v) for k, v in by.items()}
+
+    a, b = medians(base), medians(other)
+    ratios = [b[k] / a[k] for k in a.keys() & b.keys() if a[k] > 0]
+    return statistics.median(ratios) if ratios else None
+
+
 def strip(
     events: list[Event], evaluations: list[tuple[int, float, float]], seconds: float, step: float
 ) -> str:
@@ -208,6 +226,48 @@ def settle(problem: Problem, gpus: list[int] | None) -> None:
             pool.wait_prefetch(problem.data_hash)
 
 
+def device_memory_mib() -> int | None:
+    """The GPU's memory in use now, all processes together (nvidia-smi: the harness never starts CUDA)."""
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "--id=0"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+        return int(out.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
+class PeakMemory:
+    """The most device memory in use while the block runs, sampled every `every` seconds (three truth servers'
+    graphs and kept truth, the workers made ahead, the candidates)."""
+
+    def __init__(self, every: float = 1.0) -> None:
+        self.every, self.peak = every, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while True:
+            used = device_memory_mib()
+            if used is None:
+                return
+            self.peak = max(self.peak or 0, used)
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def measure(
     problem: Problem, parallel: int, codes: list[str], think: float, gpus: list[int] | None
 ) -> dict[str, Any]:
@@ -220,6 +280,7 @@ def measure(
     events: list[Event] = []
     evaluations: list[tuple[int, float, float]] = []
     phases: list[dict[str, float]] = []
+    speedups: list[tuple[str, float]] = []
     t0 = time.monotonic()
 
     def trajectory(number: int) -> None:
@@ -233,8 +294,10 @@ def measure(
             result = executor.benchmark(KernelJob(problem, code, trajectory=number))
             evaluations.append((number, begin, time.monotonic() - t0))
             phases.append({**result.phases, "seconds": result.seconds, "ok": float(result.status == "ok")})
+            if result.speedup is not None:
+                speedups.append((result.kernel_hash, result.speedup))
 
-    with listen(record(events, t0)), cf.ThreadPoolExecutor(parallel) as pool:
+    with PeakMemory() as memory, listen(record(events, t0)), cf.ThreadPoolExecutor(parallel) as pool:
         list(pool.map(trajectory, range(1, parallel + 1)))
     wall = time.monotonic() - t0
     return {
@@ -248,6 +311,8 @@ def measure(
         "chart": strip(events, evaluations, min(wall, 60.0), 0.25),
         "evaluations": evaluations,
         "phases": phases,
+        "speedups": speedups,
+        "device_memory_peak_mib": memory.peak,
         "events": events,
     }
 
@@ -279,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
         for kind, r in row["requests"].items():
             print(f"  {kind}: {r['count']} requests, {r['mean_s']} s each, queued {r['mean_queued_s']} s")
         print(f"  phases, mean s an evaluation: {phase_means(row['phases'])}")
+        if row["device_memory_peak_mib"] is not None:
+            print(f"  device memory in use, at most: {row['device_memory_peak_mib']} MiB")
+        shift = speedup_shift(rows[0]["speedups"], row["speedups"]) if len(rows) > 1 else None
+        if shift is not None:
+            print(f"  speedups against N={rows[0]['parallel']}'s, the same kernels: x{shift:.3f} (median)")
         print(row["chart"], flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, default=str))

@@ -3,7 +3,12 @@ device), and bench/timeline.py's reading of it: who held the device how, how bus
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from pathlib import Path
+
+import pytest
 
 from tests.helpers import REPO
 from tools.supervise import DeviceTurns, SharedExclusiveLock, listen
@@ -66,3 +71,27 @@ def test_phase_means_say_where_an_evaluation_spends_its_seconds() -> None:
         "truth_wait 0.50, cases 0.00, timing 1.50, candidate_exit 0.00, judge 0.00, reference_check 0.00, seconds 3.50"
     )
     assert timeline.phase_means([]) == "no evaluation"
+
+
+def test_the_speedup_shift_compares_the_same_kernels_medians() -> None:
+    quiet = [("a", 10.0), ("a", 12.0), ("b", 2.0), ("c", 5.0)]
+    busy = [("a", 12.1), ("b", 2.2), ("b", 2.2), ("d", 1.0)]
+    assert timeline.speedup_shift(quiet, busy) == pytest.approx(1.1)  # a: 12.1/11, b: 2.2/2
+    assert timeline.speedup_shift(quiet, [("d", 1.0)]) is None
+
+
+def test_the_peak_memory_is_the_most_nvidia_smi_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "nvidia-smi"  # says 100, 300, 200, 200, ... MiB
+    fake.write_text(
+        '#!/bin/sh\nn=$(cat "$0.n" 2>/dev/null || echo 0); echo $((n + 1)) > "$0.n"\n'
+        "case $n in 0) echo 100;; 1) echo 300;; *) echo 200;; esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with timeline.PeakMemory(every=0.05) as memory:
+        time.sleep(0.5)
+    assert memory.peak == 300
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    with timeline.PeakMemory(every=0.05) as memory:
+        pass
+    assert memory.peak is None

@@ -126,6 +126,8 @@ def test_an_evaluation_tells_the_pool_what_its_workers_pin_ahead(tiny: Problem, 
     assert min(checked.values()) > 0
     assert warm.kept_bytes == max(staging_bytes([outputs[n]] * checked[n]) for n in checked)
     assert warm._pinned("cpu") == 0  # a CPU worker pins nothing
+    warm.expect_kept(0)  # an evaluation whose truth failed: the hint stays
+    assert warm.kept_bytes > 0
     warm.expect_kept(1 << 40)  # never more than the order allows
     assert warm.kept_bytes == MAX_PINNED_AHEAD
     containment = {"pidns": True, "netns": True, "no_caps": True}

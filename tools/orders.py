@@ -175,9 +175,8 @@ class Containment(_Order):
         )
 
 
-MAX_PINNED_AHEAD = (
-    1 << 30
-)  # host memory a CUDA worker made ahead pins for its candidate's kept outputs, at most
+# The host memory a CUDA worker made ahead pins for its candidate's kept outputs, at most.
+MAX_PINNED_AHEAD = 1 << 30
 
 
 class PrepareOrder(_Order):

@@ -143,8 +143,10 @@ class WarmPool:
 
     def expect_kept(self, nbytes: int) -> None:
         """The pinned host memory the latest evaluation's worker needed for a shape's kept outputs: CUDA
-        workers made from now on pin that much as they start, while no candidate waits for them (bounded)."""
-        self.kept_bytes = max(0, min(nbytes, orders.MAX_PINNED_AHEAD))
+        workers made from now on pin that much as they start, while no candidate waits for them (bounded). An
+        evaluation whose truth failed knows none: the hint stays."""
+        if nbytes > 0:
+            self.kept_bytes = min(nbytes, orders.MAX_PINNED_AHEAD)
 
     def _pinned(self, kind: orders.WorkerKind) -> int:
         return self.kept_bytes if kind == "cuda" else 0

@@ -387,8 +387,8 @@ def prepare(
 
 def truth_servers(problem: Problem) -> int:
     """How many truth servers `problem` may have at once: a CUDA problem's parallel trajectories one each
-    (their truths, re-checks and paired checks would otherwise queue at one); a CPU problem's one (a second
-    would only contend for the cores its loops are timed on)."""
+    (their truths, re-checks and paired checks would otherwise queue at one) and one for the truth made
+    beside them; a CPU problem's one (a second would only contend for the cores its loops are timed on)."""
     return TRUTH_SERVERS if problem.spec.device == "cuda" else 1
 
 

@@ -238,7 +238,8 @@ class WarmPool:
         (its truth, its worker's start: all on the timed device); a CUDA problem's holds nothing itself (a
         worker's start moves no device clock), its truth server takes the device for its device work. Up to
         one more than the evaluations still running on this pool are made or waiting at once, `AHEAD` at most:
-        two trajectories each find one, and one trajectory's next truth is not made beside its own timing."""
+        two trajectories each find one, and a lone trajectory's next truth is not made beside its own timing
+        (beside another's it is: tools/judge/_ahead.py `made_beside`)."""
         with self._lock:
             queue = self._pending.setdefault(key, [])
             if self.closed or len(queue) >= min(AHEAD, 1 + self.running):

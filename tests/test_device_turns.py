@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import REPO
 from tests.test_warm import serve_reference_times
 from tools import orders
 from tools.judge._paired import time_reference_now
@@ -187,5 +188,25 @@ def test_a_truth_goes_to_a_server_no_evaluation_claims_so_its_recheck_does_not_q
         assert first.claim()  # two claims on the first, one on the second: the second is the least claimed
         assert pool.truth_server("a", most=2) is second
         assert second.claims == 2
+    finally:
+        pool.shutdown()
+
+
+def test_beside_two_evaluations_the_truth_made_ahead_gets_a_server_of_its_own() -> None:
+    """Two trajectories' evaluations each claim the server that keeps their truth; the truth one of them starts
+    making ahead as it begins (tools/judge/_ahead.py `made_beside`) goes to a third server: sent to one of
+    theirs, it would hold that evaluation's re-check for as long as a truth takes to make."""
+    from tools.judge._plan import truth_servers
+    from tools.problem import load_problem
+
+    most = truth_servers(load_problem(REPO / "problems" / "selective_scan.yaml"))
+    pool = WarmPool()
+    try:
+        first = pool.truth_server("a", most=most)  # the first trajectory's evaluation
+        second = pool.truth_server("a", most=most)  # the second's
+        ahead = pool.truth_server("a", most=most)
+        assert len({first, second, ahead}) == 3
+        for server in (first, second, ahead):
+            server.release()
     finally:
         pool.shutdown()

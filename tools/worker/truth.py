@@ -257,22 +257,24 @@ def prepare_timing(
         )
         return
     built = refmod.build_case(req.reference_source, Case(name=item.name), pins_of(item), item.seed)
-    # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the base
-    # set rolled by that call's secret offset (tools/worker/fresh.py).
-    sets = [fresh.rolled(built["inputs"], offset) for offset in item.truth_offsets]
+    offsets = item.truth_offsets
     # A turn on the device for each forward, not one for the shape: a timed loop waiting for the device alone
     # waits for one forward (H200: a shape's turn held it 0.14-0.33 s, and with two trajectories the timed
     # loops and paired checks waited ~15 s a minute in all for such shared turns to end).
     with gate.hold():
         judge = Judge(built["model"], device, forwards, structure(req, item))
+        # The inputs of the calls the judge will check, as the candidate's worker makes every call's: the
+        # base set, moved to the device once, rolled there by that call's secret offset (tools/worker/fresh.py).
+        # Rolled on the host, the selective scan's three sets of a 100 MB input took ~0.1 s and three copies.
+        base = refmod.to_device(built["inputs"], device)
         # The fp32 reference's own error (the tolerance's scale) and call time, from the first set only: the
         # others are the same values rolled, and a third of this shape's reference calls went to them.
-        first, error = judge.truth_and_error(sets[0])
+        first, error = judge.truth_and_error(fresh.rolled(base, offsets[0]))
     truths = [first]
-    for inputs in sets[1:]:
+    for offset in offsets[1:]:
         with gate.hold():
-            truths.append(judge.truth(inputs))
-    ref_errors = [error] * len(sets)
+            truths.append(judge.truth(fresh.rolled(base, offset)))
+    ref_errors = [error] * len(offsets)
     out_numel = truths[0].numel()
     with gate.hold():
         facts = truth_facts(truths, req.tolerance, error)
@@ -296,7 +298,10 @@ def prepare_timing(
     stats = None
     if item.time_reference:
         with gate.hold("exclusive"):
+            sets = [fresh.rolled(base, offset) for offset in offsets]
             stats = reference_timing(built, sets, device, item.reference_cfg)
+            del sets
+    del base
     channel.send(
         wire.TimingReady(
             name=item.name,

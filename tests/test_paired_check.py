@@ -4,22 +4,35 @@ reference, timed again briefly beside the candidate, agrees with it. Real worker
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pytest
 
 from tests.candidates import scan_variants as v
 from tools import benchmark
+from tools.cache import cache_root
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
-from tools.judge._paired import agrees
+from tools.judge._paired import MIN_DRIFT, agrees, settle, slowed_by_host
 from tools.judge._ratio import speedup_interval
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import WarmPool
 
 
-def stats(ms: float, rse: float = 0.01, low: float | None = None, high: float | None = None) -> TimingStats:
+def stats(
+    ms: float,
+    rse: float = 0.01,
+    low: float | None = None,
+    high: float | None = None,
+    clock: str = "cuda_event",
+    busy: float | None = None,
+) -> TimingStats:
     low, high = low or ms * (1 - 2 * rse), high or ms * (1 + 2 * rse)
-    return TimingStats(median_ms=ms, rse=rse, n=5, min_ms=low, max_ms=high, mean_ms=ms)
+    return TimingStats.model_validate(
+        dict(
+            median_ms=ms, rse=rse, n=5, min_ms=low, max_ms=high, mean_ms=ms, clock=clock, busy_elsewhere=busy
+        )
+    )
 
 
 def test_a_cached_median_agrees_within_ten_percent_or_the_two_spreads() -> None:
@@ -116,3 +129,77 @@ def test_a_cached_median_from_other_conditions_gives_way_to_the_reference_timed_
     else:  # a check on a loaded machine is used for this result only
         assert served is not None
         assert served.median_ms == pytest.approx(honest.median_ms * 5)
+
+
+def test_only_a_slower_device_clocked_check_on_a_busy_host_is_the_hosts_doing() -> None:
+    cached = stats(70.0)
+    assert slowed_by_host(
+        cached, stats(100.0, busy=0.95)
+    )  # H200 sweep: 72 ms cached, 100.6 ms beside 16 hogs
+    assert not slowed_by_host(cached, stats(100.0, busy=0.05))  # a quiet host: the device's own window
+    assert not slowed_by_host(cached, stats(50.0, busy=0.95))  # faster: the cache's window was the slow one
+    assert not slowed_by_host(cached, stats(100.0, clock="host", busy=0.95))  # a CPU problem's clock
+
+
+@pytest.fixture
+def kept_cache(tiny: Problem) -> Iterator[None]:
+    """The reference medians' cache as it was before the test (a check it settles may replace one)."""
+    path = cache_root() / "reference_times.json"
+    before = path.read_bytes() if path.is_file() else None
+    yield
+    if before is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_bytes(before)
+
+
+def timed_against_cache(tiny: Problem, warm: WarmPool, reference: TimingStats) -> BenchResult:
+    """A real result of the tiny problem whose primary shape divided `reference`, a cached median."""
+    result = benchmark(tiny, v.baseline(), pool=warm)
+    assert result.status == "ok", result.message
+    timings = [t.model_copy() for t in result.timings]
+    primary = next(t for t in timings if t.primary)
+    assert primary.candidate is not None
+    primary.candidate = primary.candidate.model_copy(update={"median_ms": 25.0, "rse": 0.01})
+    primary.reference, primary.reference_cached, primary.speedup = reference, True, reference.median_ms / 25.0
+    return result.model_copy(update={"timings": timings, "speedup": primary.speedup, "notices": []})
+
+
+def test_a_check_slowed_by_a_busy_host_leaves_the_cached_median_and_errs_low(
+    tiny: Problem, warm: WarmPool, kept_cache: None
+) -> None:
+    """On the H200 a launch-bound reference checked beside 16 busy processes ran 1.4-2.5x slower while the
+    candidate's device time did not move: dividing the check gave 208x where a quiet host gave 149x."""
+    cached = stats(100.0)
+    result = timed_against_cache(tiny, warm, cached)
+    settled = settle(tiny, result, stats(180.0, busy=0.96))
+    primary = settled.primary_timing
+    assert primary is not None
+    assert primary.reference_cached
+    assert primary.reference == cached
+    assert settled.speedup == pytest.approx(4.0)  # not 7.2
+    assert primary.candidate is not None
+    assert primary.speedup_interval == speedup_interval(cached, primary.candidate, math.log1p(MIN_DRIFT))
+    assert contains_its_speedup(settled)
+    assert any("busy" in n and "cached median" in n for n in settled.notices), settled.notices
+    served = ReferenceTimes(tiny, settled.env).get(tiny.primary)
+    assert served is None or served.median_ms != 180.0  # a loaded check is never cached
+
+
+@pytest.mark.parametrize(
+    "fresh",
+    [stats(180.0, busy=0.05), stats(180.0, clock="host", busy=0.96), stats(50.0, busy=0.96)],
+    ids=["quiet-host", "host-clock", "faster"],
+)
+def test_elsewhere_a_disagreeing_check_is_the_reference_paired_with_the_candidate(
+    tiny: Problem, warm: WarmPool, fresh: TimingStats, kept_cache: None
+) -> None:
+    result = timed_against_cache(tiny, warm, stats(100.0))
+    settled = settle(tiny, result, fresh)
+    primary = settled.primary_timing
+    assert primary is not None
+    assert not primary.reference_cached
+    assert primary.reference == fresh
+    assert settled.speedup == pytest.approx(fresh.median_ms / 25.0)
+    assert contains_its_speedup(settled)
+    assert any("disagreed" in n for n in settled.notices), settled.notices

@@ -15,6 +15,7 @@ import contextlib
 import datetime
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -80,16 +81,34 @@ def row(kernel: str, loaded: bool, r: BenchResult) -> dict[str, Any]:
             for t in r.timings
         ],
         "primary_ms": cand.median_ms if cand else None,
+        "reference_ms": prim.reference.median_ms if prim and prim.reference else None,
+        "reference_cached": bool(prim and prim.reference_cached),
+        "reference_check_ms": prim.reference_check.median_ms if prim and prim.reference_check else None,
     }
 
 
-def summarize(rows: list[dict[str, Any]]) -> dict[str, int]:
+def speedup_medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Per kernel, the median speedup of its quiet and of its loaded evaluations: an honest ratio does not
+    move with the host's load (a reference checked on a busy host once moved the best from 149x to 208x)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for kernel in dict.fromkeys(r["kernel"] for r in rows):
+        out[Path(kernel).stem] = {
+            mode: statistics.median(picked) if picked else None
+            for mode, loaded in (("quiet", False), ("loaded", True))
+            for picked in [[r["speedup"] for r in rows if r["kernel"] == kernel and r["loaded"] == loaded
+                            and r["speedup"] is not None]]
+        }  # fmt: skip
+    return out
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bad = [r for r in rows if r["status"] != "ok" or r["flags"]]
     return {
         "evaluations": len(rows),
         "loaded": sum(r["loaded"] for r in rows),
         "ok_clean": len(rows) - len(bad),
         "not_ok_or_flagged": len(bad),
+        "speedup_medians": speedup_medians(rows),
     }
 
 
@@ -134,7 +153,9 @@ def main() -> int:
                     f"round {i} {'loaded' if loaded else 'quiet '} {Path(name).stem:24s} {r['status']:10s} "
                     f"{','.join(r['flags']) or '-':18s} {r['seconds']:6.1f} s  "
                     f"median {shape.get('median_ms') or 0:.3f} host {shape.get('host_median_ms') or 0:.3f} "
-                    f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms {r['message'][:160]}",
+                    f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms  {r['speedup'] or 0:.1f}x "
+                    f"ref {r['reference_ms'] or 0:.1f} {'cached' if r['reference_cached'] else 'now'} "
+                    f"check {r['reference_check_ms'] or 0:.1f} ms {r['message'][:160]}",
                     flush=True,
                 )
                 if args.json_out:  # after every evaluation: a sweep cut by its time limit keeps what ran

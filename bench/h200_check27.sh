@@ -9,7 +9,11 @@
 export GATE_COMMIT=${GATE_COMMIT:-unknown}; R=$OUT; SOL=problems/selective_scan/solutions
 OUT=$R/gate bash bench/h200_gate.sh > /dev/null 2>&1; tail -2 $R/gate/gate.txt
 export PYTHONPATH=/tmp/site KERNEL_AGENT_CACHE=/tmp/kacache-gate
-timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_truth_graphs.py tests/test_truth_worker.py tests/test_timing_rule.py tests/test_kept_outputs.py > $R/gpu_graphs.txt 2>&1; tail -1 $R/gpu_graphs.txt
+# with the evaluator's tests of what is made ahead: the next truth beside another evaluation, the pinned
+# buffer of a worker made ahead, a worker made ahead at all (the gate's builds serve them)
+timeout 180 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_truth_graphs.py tests/test_truth_worker.py \
+  tests/test_timing_rule.py tests/test_kept_outputs.py tests/test_gpu_evaluator.py \
+  -k "not test_gpu_evaluator or made_ahead or beside_another" > $R/gpu_graphs.txt 2>&1; tail -1 $R/gpu_graphs.txt
 mkdir -p $R/tl  # TIMELINE=0: the gate and the first benchmark only (~5 minutes)
 [ "${TIMELINE:-1}" = 1 ] && OUT=$R/tl CANDIDATES=${CANDIDATES:-10} bash bench/h200_timeline.sh 2>&1 | grep -E "^N=|^ok|phases|^step"
 mkdir -p $R/first

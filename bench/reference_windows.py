@@ -15,6 +15,9 @@ call, then `--calls` calls, each between CUDA events, after `--gap` seconds idle
 - `nogc`: Python's garbage collector off during the window;
 - `nogap`: no idle time before the window.
 
+Then `--sustain-s` seconds of calls back to back, each timed: does the reference speed up or slow down as
+it keeps running (the full timing runs it up to 20 s, a check six calls after seconds idle)?
+
 Each window records its median, the CPU the thread ran on before and after, that CPU's clock (MHz) and the
 GPU's SM clock. The summary gives each mode's window medians (median, min, max, max/min): the mode whose
 windows agree is the fix for the paired check.
@@ -178,6 +181,25 @@ def window(
     }  # fmt: skip
 
 
+def sustained(call: Callable[[], Any], seconds: float, gap: float) -> dict[str, Any]:
+    """Calls back to back for `seconds` after `gap` idle, each timed: whether the reference speeds up or slows
+    down as it keeps running (a core's clock that drops once its turbo budget is spent; a GPU clock that ramps
+    up): the full timing runs it for up to 20 s, a check for six calls after seconds idle."""
+    time.sleep(gap)
+    cpu = current_cpu()
+    mhz_start = cpu_mhz(cpu)
+    began, calls = time.perf_counter(), []
+    while time.perf_counter() - began < seconds:
+        (ms,) = timed_calls(call, 1)
+        calls.append((round(time.perf_counter() - began, 3), ms))
+    tenths = max(1, len(calls) // 10)
+    return {
+        "calls": calls, "cpu_mhz_start": mhz_start, "cpu_mhz_end": cpu_mhz(current_cpu()),
+        "first_tenth_ms": statistics.median(ms for _, ms in calls[:tenths]),
+        "last_tenth_ms": statistics.median(ms for _, ms in calls[-tenths:]),
+    }  # fmt: skip
+
+
 def summarize(rows: list[dict]) -> dict[str, dict[str, float]]:
     out = {}
     for mode in dict.fromkeys(r["mode"] for r in rows):
@@ -197,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gap", type=float, default=1.5, help="seconds idle before a window")
     p.add_argument("--warm-s", type=float, default=0.3, help="untimed calls before a `warm` window")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--sustain-s", type=float, default=5.0, help="then calls back to back this long (0: none)")
     p.add_argument("--json", dest="json_out")
     args = p.parse_args(argv)
     cuda = torch.cuda.is_available()  # without one: a dry run on the CPU, with no placement modes
@@ -227,12 +250,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{mode:6s} windows {s['windows']}: median {s['median_ms']:.2f} ms, {s['min_ms']:.2f}-{s['max_ms']:.2f} "
             f"(max/min {s['max_over_min']:.2f})"
         )
+    run = sustained(call, args.sustain_s, args.gap) if args.sustain_s > 0 else None
+    if run is not None:
+        print(
+            f"sustained {args.sustain_s:.0f} s, {len(run['calls'])} calls: first tenth {run['first_tenth_ms']:.2f} ms, "
+            f"last tenth {run['last_tenth_ms']:.2f} ms; cpu {run['cpu_mhz_start'] or 0:.0f} -> "
+            f"{run['cpu_mhz_end'] or 0:.0f} MHz"
+        )
     if args.json_out:
         record = {
             "date": time.strftime("%Y-%m-%d"), "gpu": torch.cuda.get_device_name(0) if cuda else None,
             "torch": torch.__version__,
             "host_cpus": sorted(every), "gpu_local_cpus": sorted(local) if local else None,
-            "args": vars(args), "summary": summary, "windows": rows,
+            "args": vars(args), "summary": summary, "windows": rows, "sustained": run,
         }  # fmt: skip
         Path(args.json_out).write_text(json.dumps(record, indent=1))
     return 0

@@ -48,6 +48,32 @@ def test_replays_give_each_evaluations_eager_output_bit_for_bit() -> None:
     assert 0 < cache.held_bytes() <= cache.budget()
 
 
+def evaluation_at(seed: int, seq_len: int) -> tuple[torch.nn.Module, list[torch.Tensor]]:
+    built = refmod.build_case(REFERENCE.read_text(), Case(name="g"), {**SIZES, "seq_len": seq_len}, seed)
+    return built["model"].double().cuda(), [t.double().cuda() for t in built["inputs"]]
+
+
+@pytest.mark.gpu
+@gpu
+def test_structures_share_one_pool_and_replayed_in_turn_each_gives_its_eager_output() -> None:
+    """One server's graphs share a memory pool (with one pool a structure, three servers would hold ~16 GB of
+    the selective scan's graphs each): one graph's intermediates may lie where another's output was, so each
+    replay is checked while the others are replayed between, in either order."""
+    cache = ForwardCache()
+    lengths = (48, 96, 24)
+    for use in range(VERIFY_USES + 3):
+        order = lengths if use % 2 else tuple(reversed(lengths))
+        for length in order:
+            model, inputs = evaluation_at(100 * use + length, length)
+            out, _ = cache.run(("scan", length), model, inputs)
+            with torch.no_grad():
+                assert torch.equal(out, model(*inputs))
+    graphs = [e.graph for e in cache._entries.values() if e is not None]
+    assert len(graphs) == len(lengths)
+    assert len({g.pool() for g in graphs}) == 1
+    assert cache.replays >= len(lengths) * (VERIFY_USES + 1)
+
+
 class RandomInside(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + torch.randn_like(x)

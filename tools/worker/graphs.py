@@ -12,6 +12,12 @@ warm-up call under torch's sync debug mode), that replays differently (random nu
 kernels) or whose graph would hold more device memory than the budget runs eagerly from then on, as on the
 cold path. A capture that fails anyway turns capturing off for the process (it can leave torch's CUDA
 generator mid-capture).
+
+A server's graphs share one memory pool: they are replayed one at a time on one stream and each replay's
+output is copied out before the next, so one graph's intermediates may lie where another's were. The pool
+then holds about the largest forward's memory, not every structure's: by the selective scan's [B, L, D, N]
+temporaries, its float64 forward takes ~7 GB at its largest timing shape and ~16 GB at its three together,
+and three truth servers hold their graphs at once.
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ class ForwardCache:
         self._defer = defer
         self._seen_now: set[Hashable] = set()  # run eagerly by this request, not captured yet
         self._seen_before: set[Hashable] = set()  # ... by an earlier one: captured at the next use
+        self._pool: Any = (
+            None  # every capture's memory pool (torch.cuda.graph_pool_handle), made at the first
+        )
         self.replays = 0  # for tests and the probe
         self.eager = 0
         self.disabled = False
@@ -145,7 +154,9 @@ class ForwardCache:
         self.eager += 1
         try:
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph), torch.no_grad():
+            if self._pool is None:
+                self._pool = torch.cuda.graph_pool_handle()
+            with torch.cuda.graph(graph, pool=self._pool), torch.no_grad():
                 output = copied(*static)
             graph.replay()
             torch.cuda.synchronize()

@@ -13,9 +13,9 @@ Either way the speedup's interval is that of the ratio reported, widened by the 
 windows where the cached median stood (tools/judge/_ratio.py). The other shapes' cached medians are not
 checked (a check of each would cost the H200 ~1 s a shape).
 
-One disagreement says nothing about the device: a check timed by the device's clock that ran slower while
-other processes kept the host busy (`slowed_by_host`). A launch-bound eager reference follows the host
-(the selective scan's ran 1.4-2.5x slower beside 16 busy processes on the H200, 2026-12-04) while a
+A disagreement the host explains is not the device's: a check timed by the device's clock that ran slower
+while other processes kept the host busy (`slowed_by_host`). A launch-bound eager reference follows the host
+(the selective scan's ran 1.2-3.2x slower beside 16 busy processes on the H200, 2026-12-04) while a
 candidate's device time does not, so dividing that check inflated speedups (best 149x quiet, 208x loaded).
 The cached median, timed on a quiet host, stands then, its interval widened by the most drift a check that
 agreed could have had; a device really slower than when the median was cached would slow the candidate too,

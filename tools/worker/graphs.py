@@ -71,9 +71,8 @@ class ForwardCache:
         self._defer = defer
         self._seen_now: set[Hashable] = set()  # run eagerly by this request, not captured yet
         self._seen_before: set[Hashable] = set()  # ... by an earlier one: captured at the next use
-        self._pool: Any = (
-            None  # every capture's memory pool (torch.cuda.graph_pool_handle), made at the first
-        )
+        # every capture's memory pool (torch.cuda.graph_pool_handle), made at the first capture
+        self._pool: Any = None
         self.replays = 0  # for tests and the probe
         self.eager = 0
         self.disabled = False

@@ -92,12 +92,12 @@ def speedup_medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | N
     move with the host's load (a reference checked on a busy host once moved the best from 149x to 208x)."""
     out: dict[str, dict[str, float | None]] = {}
     for kernel in dict.fromkeys(r["kernel"] for r in rows):
-        out[Path(kernel).stem] = {
-            mode: statistics.median(picked) if picked else None
-            for mode, loaded in (("quiet", False), ("loaded", True))
-            for picked in [[r["speedup"] for r in rows if r["kernel"] == kernel and r["loaded"] == loaded
-                            and r["speedup"] is not None]]
-        }  # fmt: skip
+        medians: dict[str, float | None] = {}
+        for mode, loaded in (("quiet", False), ("loaded", True)):
+            picked = [r["speedup"] for r in rows if r["kernel"] == kernel and r["loaded"] == loaded]
+            speedups = [s for s in picked if s is not None]
+            medians[mode] = statistics.median(speedups) if speedups else None
+        out[Path(kernel).stem] = medians
     return out
 
 

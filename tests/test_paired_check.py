@@ -9,14 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.candidates import scan_variants as v
-from tests.helpers import REPO
 from tools import benchmark
 from tools.cache import cache_root
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.judge._paired import MIN_DRIFT, agrees, settle, slowed_by_host
-from tools.judge._plan import REFERENCE_WARM_SECONDS, timing_cfgs
 from tools.judge._ratio import speedup_interval
-from tools.problem import Problem, load_problem
+from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import WarmPool
 
@@ -35,18 +33,6 @@ def stats(
             median_ms=ms, rse=rse, n=5, min_ms=low, max_ms=high, mean_ms=ms, clock=clock, busy_elsewhere=busy
         )
     )
-
-
-def test_on_a_gpu_the_reference_is_warmed_for_seconds_before_it_is_timed_or_checked() -> None:
-    """The check inherits the reference's settings (check_request): both warm 0.3 s on a GPU, not a CPU."""
-    gpu = load_problem(REPO / "problems" / "selective_scan.yaml")
-    cpu = load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
-    assert gpu.spec.device == "cuda"
-    assert cpu.spec.device == "cpu"
-    candidate, reference = timing_cfgs(gpu)
-    assert reference.warmup_seconds == REFERENCE_WARM_SECONDS == 0.3
-    assert candidate.warmup_seconds == 0.0  # a candidate's warm-up is its count of calls
-    assert timing_cfgs(cpu)[1].warmup_seconds == 0.0
 
 
 def test_a_cached_median_agrees_within_ten_percent_or_the_two_spreads() -> None:

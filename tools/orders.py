@@ -35,7 +35,6 @@ class LoopSettings(_Order):
     max_iters: int
     target_rse: float
     max_seconds: float
-    warmup_seconds: float = 0.0  # after the `warmup` calls, untimed calls until this long has passed
 
 
 # --- the truth worker -------------------------------------------------------------------------------------

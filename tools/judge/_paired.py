@@ -47,7 +47,7 @@ from tools.supervise import (
 )
 from tools.supervise.truth_server import TruthServer
 
-CALLS = 5  # the reference's timed calls in a check, after one warm-up call (and on a GPU 0.3 s of them)
+CALLS = 5  # the reference's timed calls in a check, after one warm-up
 MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
 SIGMAS = 3.0  # ... or within this many standard errors of the two medians
 CHECK_SECONDS = 10.0  # the check's own bound on its timing loop

@@ -35,10 +35,6 @@ from tools.worker.outputs import staging_bytes
 from tools.worker.refmod import derive_seed
 
 REFERENCE_WARMUP = 1  # the reference's warm-up calls at most: trusted code, whose lazy set-up one call does
-# ... and on a GPU, untimed calls for this long before it is timed: the selective scan's reference, timed as
-# the paired check does after one warm-up call, read 50-83 ms across windows of a quiet H200, and 56-59 ms
-# after 0.3 s of untimed calls (bench/reference_windows.py, bench/results/h200/2026-12-05).
-REFERENCE_WARM_SECONDS = 0.3
 
 
 def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSettings]:
@@ -52,7 +48,6 @@ def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSetti
         update={
             "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds),
             "warmup": min(cfg.warmup, REFERENCE_WARMUP),
-            "warmup_seconds": REFERENCE_WARM_SECONDS if problem.spec.device == "cuda" else 0.0,
         }
     )
     return candidate, reference

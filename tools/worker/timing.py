@@ -212,7 +212,6 @@ def measure(
     max_iters: int,
     target_rse: float,
     max_seconds: float,
-    warmup_seconds: float = 0.0,
     on_batch: Callable[[str], None] | None = None,
     proceed: Callable[[int, bool], bool] | None = None,
 ) -> Samples:
@@ -225,14 +224,11 @@ def measure(
     past it to place its checks). Without it the rule decides, as for the reference."""
     cuda = device == "cuda"
     flush = make_flusher(device)
-    warm_until = _PERF_COUNTER() + warmup_seconds
-    i = 0
-    while i < warmup or _PERF_COUNTER() < warm_until:
+    for i in range(warmup):
         prepare(-1 - i)
         call(-1 - i)
         if cuda:
             _sync()
-        i += 1
     device_ms: list[float] = []
     host_ms: list[float] = []
     escaped_ms: list[float] = []

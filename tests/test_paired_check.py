@@ -202,4 +202,10 @@ def test_elsewhere_a_disagreeing_check_is_the_reference_paired_with_the_candidat
     assert primary.reference == fresh
     assert settled.speedup == pytest.approx(fresh.median_ms / 25.0)
     assert contains_its_speedup(settled)
+    assert primary.candidate is not None
+    if fresh.clock == "cuda_event":  # the reference's windows moved, the candidate's device time did not
+        drift = math.log(fresh.median_ms / 100.0)
+        assert primary.speedup_interval == speedup_interval(fresh, primary.candidate, drift)
+    else:  # the load slowed both: the check is the candidate's paired reference
+        assert primary.speedup_interval == speedup_interval(fresh, primary.candidate)
     assert any("disagreed" in n for n in settled.notices), settled.notices

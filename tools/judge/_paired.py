@@ -10,7 +10,8 @@ agrees with the cached one (within `MIN_DRIFT`, or the two spreads, and inside t
 calls), the cached median stands; where it does not, the fresh median is this result's reference at the
 primary shape and, where steady enough to be served, the cached one from now on; the result says so.
 Either way the speedup's interval is that of the ratio reported, widened by the drift between the two
-windows where the cached median stood (tools/judge/_ratio.py). The other shapes' cached medians are not
+windows where the cached median stood or, on a GPU, where the check replaced it (`window_drift`;
+tools/judge/_ratio.py). The other shapes' cached medians are not
 checked (a check of each would cost the H200 ~1 s a shape).
 
 A disagreement the host explains is not the device's: a check timed by the device's clock that ran slower
@@ -66,6 +67,15 @@ def agrees(cached: TimingStats, fresh: TimingStats) -> bool:
 def slowed_by_host(cached: TimingStats, fresh: TimingStats) -> bool:
     """The check disagreed by being slower, timed by the device's clock while the host was busy."""
     return fresh.clock == "cuda_event" and fresh.host_was_busy and fresh.median_ms > cached.median_ms
+
+
+def window_drift(cached: TimingStats, fresh: TimingStats) -> float:
+    """How far the ratio reported from the check may be from another window's, beyond the check's own spread.
+    On a device's clock the candidate's time does not follow the host's window while the eager reference's
+    does (a quiet H200's checks read 59-120 ms on consecutive evaluations, the best kernel's device time
+    0.49-0.62 ms): the ratio is known no better than the two windows agree. On the host's clock the load
+    slows both, and the check timed beside the candidate is the ratio's paired reference."""
+    return abs(math.log(fresh.median_ms / cached.median_ms)) if fresh.clock == "cuda_event" else 0.0
 
 
 def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
@@ -165,7 +175,7 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
         ReferenceTimes(problem, result.env).put(problem.primary, fresh)
     checked.reference, checked.reference_cached = fresh, False
     checked.speedup = fresh.median_ms / candidate.median_ms
-    checked.speedup_interval = speedup_interval(fresh, candidate)  # the interval of the ratio now reported
+    checked.speedup_interval = speedup_interval(fresh, candidate, window_drift(cached, fresh))
     note = (
         f"{checked.name}: the reference's cached median ({cached.median_ms:.3f} ms) disagreed with the reference "
         f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "

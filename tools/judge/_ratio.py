@@ -4,9 +4,9 @@ relative standard error (tools/worker/timing.py `median_rse`), on the log scale 
 The two medians come from separate loops (the reference's often from the cache, checked beside the
 candidate by tools/judge/_paired.py), so each spread alone says how far timing noise within one loop
 could move the ratio, not how far the machine's speed moved between the loops. Where the paired check
-timed the reference again and the cached median stood, the two disagreed by some `drift`: it widens the
-interval by that much on each side (the reference's median is known no better than the two windows
-agree). An interval wider than `WIDE` (high / low) is too wide to rank a kernel against one inside it:
+timed the reference again and the cached median stood (or, on a GPU, gave way: `window_drift` in
+tools/judge/_paired.py), the two disagreed by some `drift`: it widens the interval by that much on each
+side (the reference's median is known no better than the two windows agree). An interval wider than `WIDE` (high / low) is too wide to rank a kernel against one inside it:
 the text says so.
 """
 

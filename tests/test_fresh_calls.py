@@ -67,7 +67,7 @@ def test_other_calls_get_offsets_drawn_now() -> None:
 
 
 def test_an_output_handed_back_again_is_counted_and_an_integer_one_is_not() -> None:
-    from tools.worker.candidate import Repeats
+    from tools.worker.repeats import Repeats
 
     repeats = Repeats()
     y = torch.randn(4, 8)
@@ -81,6 +81,23 @@ def test_an_output_handed_back_again_is_counted_and_an_integer_one_is_not() -> N
     assert repeats.nonfinite == 0
     repeats.check(torch.full((3,), float("nan")), (6,))
     assert repeats.nonfinite == 1
+
+
+def test_an_honest_output_reordered_by_a_batch_roll_is_not_a_repeat() -> None:
+    """A roll by one sample's size swaps a batch of two: the honest output holds the same values reordered.
+    Its plain sum is the same, and where it is mostly zeros (a ReLU's) the probes read zeros in both: the
+    CI once flagged 3 of 182 honest calls of a small convolution so. The secret weights tell them apart."""
+    from tools.worker.repeats import Repeats
+
+    out = torch.zeros(2, 1000)
+    out[0, 5], out[1, 7] = 1.0, 2.0
+    repeats = Repeats()
+    repeats.check(out, (0,))
+    repeats.check(out.flip(0), (1000,))
+    repeats.check(out.flip(0).clone(), (1000,))  # the same contents again: honest
+    assert (repeats.checked, repeats.repeated) == (3, 0)
+    repeats.check(out.clone(), (500,))  # the first output, handed back for other contents
+    assert repeats.repeated == 1
 
 
 def test_two_offsets_with_the_same_shifts_give_the_same_contents() -> None:

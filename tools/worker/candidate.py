@@ -11,7 +11,6 @@ import collections
 import functools
 import importlib.util
 import os
-import random
 import sys
 import time
 from collections.abc import Sequence
@@ -27,6 +26,7 @@ from tools.worker import build, fresh, guard, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.outputs import KeptWriter
+from tools.worker.repeats import Repeats
 from tools.worker.state import carry_attributes
 from tools.worker.timing import measure
 from tools.worker.truth import reset_backend_flags
@@ -53,11 +53,6 @@ TIMERS = {
         )
     },
 }
-
-
-# Where each timed output is fingerprinted: drawn from the OS before the candidate exists (the zygote
-# reseeds it in every child it forks).
-PROBE_ORDER = random.Random(int.from_bytes(os.urandom(16), "little"))
 
 
 def tampered_timers() -> list[str]:
@@ -163,43 +158,6 @@ def keep_alive(inputs: list[Any], cfg: orders.LoopSettings) -> int:
     size = sum(t.numel() * t.element_size() for t in inputs if isinstance(t, torch.Tensor)) or 1
     calls = cfg.warmup + 2 * cfg.max_iters + timing.HARD_CAP_EXTRA + 1
     return max(2, min(calls, KEEP_BYTES // size))
-
-
-class Repeats:
-    """Every timed call's inputs are new (tools/worker/fresh.py), so an output equal to an earlier call's
-    was not computed from this call's inputs (a cache by pointer, id, shape or a content sample handed it
-    back). Each output is fingerprinted outside the clock: its sum and a few values at positions drawn in
-    secret; the judge's float64 re-check of secretly chosen calls covers what a fingerprint cannot."""
-
-    PROBES = 8
-
-    def __init__(self) -> None:
-        self.seen: dict[tuple[float, ...], tuple[int, ...]] = {}  # fingerprint -> the contents it came from
-        self.checked = 0
-        self.repeated = 0
-        self.nonfinite = 0  # outputs holding NaN or inf (the poison of an unwritten output is NaN)
-        self._picks: torch.Tensor | None = None  # the probed positions: drawn once, the same for every call
-
-    def check(self, out: Any, contents: tuple[int, ...]) -> None:
-        """`contents`: what identifies the call's inputs (their shifts); the same contents may repeat."""
-        if not isinstance(out, torch.Tensor) or out.numel() == 0:
-            return  # check_output reports it
-        if not out.is_floating_point():
-            return  # integer outputs (argmax, labels) may repeat honestly; the checked calls cover them
-        flat = out.detach().reshape(-1)
-        if self._picks is None or self._picks.device != flat.device or int(self._picks.max()) >= flat.numel():
-            positions = [PROBE_ORDER.randrange(flat.numel()) for _ in range(self.PROBES)]
-            self._picks = torch.tensor(positions, device=flat.device)
-        # One copy to the host for all of it (three synchronizes cost a 0.5 ms kernel's loop 1.4 ms a call).
-        *probe_list, finite = torch.cat(
-            [flat.sum(dtype=torch.float64).reshape(1), flat[self._picks].double(),
-             torch.isfinite(flat).all().double().reshape(1)]
-        ).tolist()  # fmt: skip
-        probe = tuple(probe_list)
-        self.checked += 1
-        self.repeated += probe in self.seen and self.seen[probe] != contents
-        self.nonfinite += not finite
-        self.seen.setdefault(probe, contents)
 
 
 def check_output(out: Any) -> torch.Tensor:

@@ -43,6 +43,7 @@ from tools.worker import contain, seal
 
 # tools.worker.candidate and tools.worker.usage, imported by `import_harness` without a driver query
 worker_candidate: Any = None
+worker_repeats: Any = None
 worker_usage: Any = None
 
 CLONE_NEWNS = 0x00020000
@@ -112,10 +113,10 @@ def _no_driver_queries() -> Iterator[None]:
 
 
 def import_harness() -> None:
-    global worker_candidate, worker_usage
+    global worker_candidate, worker_repeats, worker_usage
     with _no_driver_queries():
-        from tools.worker import candidate, usage
-    worker_candidate, worker_usage = candidate, usage
+        from tools.worker import candidate, repeats, usage
+    worker_candidate, worker_repeats, worker_usage = candidate, repeats, usage
 
 
 def _probe_cuda_fork() -> str:
@@ -149,7 +150,7 @@ def _probe_cuda_fork() -> str:
 
 def _fresh_state(order: orders.RunOrder) -> None:
     """What a fork copies and must not share between candidates: random state and cached temp dirs."""
-    worker_candidate.PROBE_ORDER.seed(os.urandom(16))
+    worker_repeats.PROBE_ORDER.seed(os.urandom(16))
     random.seed(os.urandom(16))
     torch.seed()
     tempfile.tempdir = None

@@ -9,6 +9,7 @@ stays correct is the final best (`final_recheck`).
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from agent.run_setup import RunSetup
 from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
 from agent.runlog.writer import RunLog
 from agent.toolbox import FINAL_RECHECK, logged_call
+from tools.judge import too_wide
 from tools.results import BenchResult
 
 SPREAD_SIGMAS = 2.0  # a new best must beat the old by this many standard errors of both medians
@@ -142,10 +144,26 @@ def write_best(log: RunLog, record_event: Callable[[Event], None]) -> Callable[[
     return write
 
 
+def spread_of(result: BenchResult) -> float:
+    """High / low of the primary shape's speedup interval; infinite where there is none."""
+    timing = result.primary_timing
+    interval = timing.speedup_interval if timing is not None else None
+    return interval[1] / interval[0] if interval is not None and interval[0] > 0 else math.inf
+
+
+def remeasure(first: BenchResult, elapsed_s: float) -> bool:
+    """Whether a correct re-check is measured once more: its interval is too wide to rank (on a host's
+    clock, a loop slow for most of its calls: CI's machine once re-checked a 1.27x kernel at 0.86x), and
+    the re-check's budget is not spent."""
+    timing = first.primary_timing
+    interval = timing.speedup_interval if timing is not None else None
+    return first.correct and too_wide(interval) and elapsed_s <= RECHECK_BUDGET_S
+
+
 def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, turn: int) -> None:
     """Re-benchmark the shortlist with fresh seeds and more repetitions, fastest first, skipping those that
-    could no longer overtake; the fastest correct one is the final best. When none stays correct, best.py
-    is removed."""
+    could no longer overtake; the fastest correct one is the final best. A re-check too wide to rank is
+    measured once more and the narrower kept. When none stays correct, best.py is removed."""
     winner: BestRecord | None = None
     shortlist = standings.shortlist()
     began = time.monotonic()
@@ -155,22 +173,17 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
         if winner is not None and time.monotonic() - began > RECHECK_BUDGET_S:
             break
         recorder.set_phase(f"rechecking {kernel.kernel_path} ({i} of {len(shortlist)})")
-        code = (setup.log.dir / kernel.kernel_path).read_text()
-        started = time.monotonic()
-        job = KernelJob(setup.problem, code, kernel.kernel_path)
-        result = FINAL_RECHECK.run(setup.executor, job)
-        timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
-        if timed is not None and setup.sanitizer and (winner is None or timed.speedup > winner.speedup):
-            # the winner is a new best too (cached for every best before; agent.sanitizing)
-            result = setup.sanitizer.vet(setup.executor, job, result)
-            timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
-        recorder.record(
-            logged_call(
-                FINAL_RECHECK, result, turn=turn, tool_use_id=f"final-recheck-{i}",
-                kernel_path=kernel.kernel_path, arguments={"kernel_path": kernel.kernel_path},
-                text=FINAL_RECHECK.text(result, None, False), seconds=time.monotonic() - started,
+        result = _recheck(kernel, setup, recorder, turn, f"final-recheck-{i}", winner)
+        if remeasure(result, time.monotonic() - began):
+            recorder.set_phase(
+                f"rechecking {kernel.kernel_path} again: too wide to rank ({i} of {len(shortlist)})"
             )
-        )  # fmt: skip
+            again = _recheck(kernel, setup, recorder, turn, f"final-recheck-{i}-again", winner)
+            if again.correct and spread_of(again) < spread_of(result):
+                result = again
+            elif not again.correct:
+                result = again  # fresh seeds found it wrong: it is not a candidate
+        timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
         if timed is not None and (winner is None or timed.speedup > winner.speedup):
             winner = BestRecord(**timed.model_dump(), final=True, bench=result.model_dump(mode="json"))
     standings.recheck_seconds += time.monotonic() - began
@@ -179,6 +192,33 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
         recorder.record(ErrorEvent(turn=turn, where="final_recheck", message=message))
         setup.log.remove_best()
     standings.crown(winner, write_best(setup.log, recorder.record))
+
+
+def _recheck(
+    kernel: TimedKernel,
+    setup: RunSetup,
+    recorder: Recorder,
+    turn: int,
+    call_id: str,
+    winner: BestRecord | None,
+) -> BenchResult:
+    """One re-check of `kernel`, sanitized where it would be the winner, and logged as a tool call."""
+    code = (setup.log.dir / kernel.kernel_path).read_text()
+    started = time.monotonic()
+    job = KernelJob(setup.problem, code, kernel.kernel_path)
+    result = FINAL_RECHECK.run(setup.executor, job)
+    timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
+    if timed is not None and setup.sanitizer and (winner is None or timed.speedup > winner.speedup):
+        # the winner is a new best too (cached for every best before; agent.sanitizing)
+        result = setup.sanitizer.vet(setup.executor, job, result)
+    recorder.record(
+        logged_call(
+            FINAL_RECHECK, result, turn=turn, tool_use_id=call_id,
+            kernel_path=kernel.kernel_path, arguments={"kernel_path": kernel.kernel_path},
+            text=FINAL_RECHECK.text(result, None, False), seconds=time.monotonic() - started,
+        )
+    )  # fmt: skip
+    return result
 
 
 def settle(

@@ -14,12 +14,14 @@ two tools' calls, `compile_kernel` and `benchmark`, are in tools/compile_kernel.
 - `_profile`: `profile` (Nsight Compute on a candidate; tools/profile_kernel.py is the tool), `_ncu_output`
   reads ncu's CSV;
 - `_check`: `check_problem` (a spec's reference runs);
+- `_ratio`: a speedup's interval, and `too_wide` (too wide to rank one kernel against another);
 - `_static_checks`, `_phases`, `_calls`: source checks, the seconds per phase, the timed calls' schedule
   (output comparison is `tools/compare.py`, shared with the truth server).
 """
 
 from tools.judge._baselines import baselines
 from tools.judge._check import check_problem
+from tools.judge._ratio import too_wide
 from tools.judge._sanitize import sanitize, unavailable_report, with_sanitizer
 from tools.judge._sanitizer_tools import availability as sanitizer_availability
 from tools.judge._static_checks import RULES, check_source
@@ -35,6 +37,7 @@ __all__ = [
     "clock_disagreement",
     "sanitize",
     "sanitizer_availability",
+    "too_wide",
     "unavailable_report",
     "with_sanitizer",
 ]

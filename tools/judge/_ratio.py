@@ -6,8 +6,13 @@ candidate by tools/judge/_paired.py), so each spread alone says how far timing n
 could move the ratio, not how far the machine's speed moved between the loops. Where the paired check
 timed the reference again and the cached median stood (or, on a GPU, gave way: `window_drift` in
 tools/judge/_paired.py), the two disagreed by some `drift`: it widens the interval by that much on each
-side (the reference's median is known no better than the two windows agree). An interval wider than `WIDE` (high / low) is too wide to rank a kernel against one inside it:
-the text says so.
+side (the reference's median is known no better than the two windows agree). On the host's clock a loop
+can also run slow for most of its calls and so move its own median: the CI machine's re-check of a CPU
+kernel read 318.8 ms over 86 calls (fastest 198.8 ms) where the same kernel's other loops read
+215-217 ms. A slow stretch only adds time, so the quiet machine's time lies between the fastest call and
+the median: how far the median stands above the fastest call, past what a steady loop shows (`STEADY`),
+widens the candidate's side upwards and the reference's downwards. An interval wider than `WIDE` (high /
+low) is too wide to rank a kernel against one inside it: the text says so.
 """
 
 from __future__ import annotations
@@ -18,6 +23,16 @@ from tools.results import TimingStats
 
 Z95 = 1.959964
 WIDE = 1.25  # high / low of the interval past which two kernels inside it are not told apart
+STEADY = 1.10  # median / fastest call of a steady host-clock loop, at most (this machine: 1.01-1.05)
+
+
+def slow_stretch(stats: TimingStats) -> float:
+    """|log| of how much more than a steady loop's the host-clock median stood above the fastest call:
+    how far a slow stretch of the loop may have moved the median. 0 on a device's clock (the events time
+    the device, which a slow host does not slow) and for a steady loop."""
+    if stats.clock != "host" or stats.min_ms <= 0:
+        return 0.0
+    return max(0.0, math.log(stats.median_ms / stats.min_ms / STEADY))
 
 
 def speedup_interval(
@@ -29,7 +44,7 @@ def speedup_interval(
         return None
     ratio = reference.median_ms / candidate.median_ms
     half = Z95 * math.hypot(reference.rse, candidate.rse) + abs(drift)
-    return ratio * math.exp(-half), ratio * math.exp(half)
+    return ratio * math.exp(-half - slow_stretch(reference)), ratio * math.exp(half + slow_stretch(candidate))
 
 
 def too_wide(interval: tuple[float, float] | None) -> bool:

@@ -152,12 +152,15 @@ def spread_of(result: BenchResult) -> float:
 
 
 def remeasure(first: BenchResult, elapsed_s: float) -> bool:
-    """Whether a correct re-check is measured once more: its interval is too wide to rank (on a host's
-    clock, a loop slow for most of its calls: CI's machine once re-checked a 1.27x kernel at 0.86x), and
-    the re-check's budget is not spent."""
+    """Whether a correct re-check is measured once more: its interval is too wide to rank, timed by the
+    host's clock (a loop slow for most of its calls: CI's machine once re-checked a 1.27x CPU kernel at
+    0.86x), and the re-check's budget is not spent. On a device's clock the width is the reference's, which
+    moves between windows (tools/judge/_paired.py) alike for every kernel: measuring the candidate again
+    would not narrow it."""
     timing = first.primary_timing
-    interval = timing.speedup_interval if timing is not None else None
-    return first.correct and too_wide(interval) and elapsed_s <= RECHECK_BUDGET_S
+    if not first.correct or timing is None or timing.candidate is None or timing.candidate.clock != "host":
+        return False
+    return too_wide(timing.speedup_interval) and elapsed_s <= RECHECK_BUDGET_S
 
 
 def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, turn: int) -> None:

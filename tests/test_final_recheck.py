@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import Literal, cast
 
 import pytest
 
@@ -22,12 +22,14 @@ def kernel(turn: int, ms: float) -> TimedKernel:
     )
 
 
-def result(ms: float | None, spread: float = 1.05) -> BenchResult:
+def result(
+    ms: float | None, spread: float = 1.05, clock: Literal["host", "cuda_event"] = "host"
+) -> BenchResult:
     """ok at `ms` on the primary shape, its speedup interval `spread` (high / low) wide, or (None) incorrect
     under the re-check's fresh seed."""
     if ms is None:
         return BenchResult(status="incorrect", correct=False, speedup=None, message="1 of 6 cases failed")
-    stats = TimingStats(median_ms=ms, rse=0.01, n=20, min_ms=ms, max_ms=ms, mean_ms=ms)
+    stats = TimingStats(median_ms=ms, rse=0.01, n=20, min_ms=ms, max_ms=ms, mean_ms=ms, clock=clock)
     interval = (100.0 / ms / spread**0.5, 100.0 / ms * spread**0.5)
     timing = ShapeTiming(
         name="s", primary=True, sizes={}, candidate=stats, speedup=100.0 / ms, speedup_interval=interval
@@ -192,6 +194,15 @@ def test_a_recheck_found_wrong_when_measured_again_is_no_candidate(tmp_path: Pat
     measured, best = recheck(tmp_path, tiny, [kernel(1, 1.0)], [[result(1.0, spread=1.5), result(None)]])
     assert measured == ["kernels/001.py"] * 2
     assert best is None
+
+
+def test_on_a_devices_clock_a_wide_recheck_is_not_measured_again(tmp_path: Path, tiny: Problem) -> None:
+    """There the width is the reference's windows, the same for every kernel: a second measurement of the
+    candidate cannot narrow it."""
+    wide = result(1.0, spread=1.5, clock="cuda_event")
+    measured, best = recheck(tmp_path, tiny, [kernel(1, 1.0)], [[wide, result(1.0, clock="cuda_event")]])
+    assert measured == ["kernels/001.py"]
+    assert best is not None
 
 
 def test_past_the_budget_a_wide_recheck_is_not_measured_again(

@@ -234,3 +234,57 @@ def test_elsewhere_a_disagreeing_check_is_the_reference_paired_with_the_candidat
     else:  # the load slowed both: the check is the candidate's paired reference
         assert primary.speedup_interval == speedup_interval(fresh, primary.candidate)
     assert any("disagreed" in n for n in settled.notices), settled.notices
+
+
+def test_on_a_devices_clock_the_reference_is_the_median_of_its_quiet_windows(
+    tiny: Problem, warm: WarmPool, kept_cache: None
+) -> None:
+    """A quiet H200's checks read 59-120 ms on consecutive evaluations while the best kernel's device time
+    held: one window's median made it 108x, then 216x. From three quiet windows on, the speedup divides
+    their median, and its interval is that median's (how well the windows agree)."""
+    result = timed_against_cache(tiny, warm, stats(100.0))
+    refs = ReferenceTimes(tiny, result.env)
+    refs.add_window(tiny.primary, stats(120.0))
+    refs.add_window(tiny.primary, stats(200.0, busy=0.96))  # a loaded host's window is not one
+    refs.add_window(tiny.primary, stats(60.0, clock="host"))  # nor a host-clock loop's
+    assert refs.windows(tiny.primary)[-1:] == [120.0]
+    refs.add_window(tiny.primary, stats(60.0))
+    settled = settle(tiny, result, stats(90.0, busy=0.05))
+    primary = settled.primary_timing
+    assert primary is not None
+    assert primary.candidate is not None
+    reference = primary.reference
+    assert reference is not None
+    assert primary.reference_check == stats(90.0, busy=0.05)
+    assert (reference.windows, reference.median_ms, reference.min_ms, reference.max_ms) == (
+        3,
+        90.0,
+        60.0,
+        120.0,
+    )
+    assert primary.reference_cached
+    assert settled.speedup == pytest.approx(90.0 / 25.0)
+    assert primary.speedup_interval == speedup_interval(reference, primary.candidate)
+    assert contains_its_speedup(settled)
+    assert any("last 3 quiet windows" in n for n in settled.notices), settled.notices
+    # The next window moves the median little, and only the last WINDOWS are kept.
+    for ms in [58.0, 119.0, 95.0, 61.0, 118.0, 92.0, 85.0]:
+        settled = settle(tiny, result, stats(ms))
+    assert (
+        ReferenceTimes(tiny, result.env).windows(tiny.primary)
+        == [120.0, 60.0, 90.0, 58.0, 119.0, 95.0, 61.0, 118.0, 92.0, 85.0][-9:]
+    )
+    assert settled.speedup == pytest.approx(90.0 / 25.0)
+
+
+def test_before_three_quiet_windows_a_check_settles_as_before(
+    tiny: Problem, warm: WarmPool, kept_cache: None
+) -> None:
+    result = timed_against_cache(tiny, warm, stats(100.0))
+    settled = settle(tiny, result, stats(104.0))
+    primary = settled.primary_timing
+    assert primary is not None
+    assert primary.reference == stats(100.0)  # the cached median agreed and stands
+    assert primary.reference is not None
+    assert primary.reference.windows is None
+    assert ReferenceTimes(tiny, result.env).windows(tiny.primary) == [104.0]

@@ -129,8 +129,8 @@ def test_a_speedup_comes_with_its_interval_from_both_spreads() -> None:
 def test_the_model_reads_the_interval_and_whether_it_ranks() -> None:
     from tools.judge._ratio import speedup_interval
 
-    def line(ref_rse: float, cand_rse: float) -> str:
-        ref, cand = stats(400.0, ref_rse), stats(100.0, cand_rse)
+    def line(ref_rse: float, cand_rse: float, windows: int | None = None) -> str:
+        ref, cand = stats(400.0, ref_rse).model_copy(update={"windows": windows}), stats(100.0, cand_rse)
         timing = ShapeTiming(
             name="b8", primary=True, sizes={}, candidate=cand, reference=ref, speedup=4.0,
             speedup_interval=speedup_interval(ref, cand),
@@ -140,6 +140,11 @@ def test_the_model_reads_the_interval_and_whether_it_ranks() -> None:
 
     assert line(0.01, 0.02).endswith("-> 4.00× (95% 3.83–4.18×)")
     assert line(0.08, 0.05).endswith("-> 4.00× (95% 3.32–4.81×: too wide to rank against a kernel inside it)")
+    # On a GPU, a reference pooled over its windows (tools/judge/_paired.py): the width is the reference's.
+    pooled = line(0.08, 0.05, windows=9)
+    assert pooled.endswith(
+        "(95% 3.32–4.81×: the reference's windows on this host vary this much; rank kernels by their own times)"
+    )
 
 
 def test_the_result_table_shows_the_interval_beside_the_speedup() -> None:

@@ -152,6 +152,12 @@ class TimingStats(Model):
         None,
         description="the same loop's wall time by the evaluator's own clock (outside the candidate's reach)",
     )
+    windows: int | None = Field(
+        None,
+        description="where set, these stats pool that many loops' medians (the reference's quiet windows on "
+        "a device's clock: tools/judge/_paired.py), not one loop's calls: n windows, their median, spread, "
+        "fastest and slowest",
+    )
     busy_elsewhere: float | None = Field(
         None,
         description="share of the timing process's CPUs that other processes kept busy while the loop ran "

@@ -3,8 +3,8 @@
 
 - `builds/`: the build cache (`tools.cache.builds`: content-keyed extension builds, reused objects and
   precompiled headers, an LRU size cap, pins);
-- `reference_times.json`: reference medians per problem, shape, host and torch
-  (`tools.cache.reference_times.ReferenceTimes`).
+- `reference_times.json`: reference medians per problem, shape, host and torch, and the primary shape's
+  last quiet windows on a device's clock (`tools.cache.reference_times.ReferenceTimes`).
 
 This package's root imports nothing heavy: the compiler shim imports `tools.cache.builds` on every
 compiler run.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Callable
 from typing import Any
 
 from tools.cache import cache_root
@@ -16,6 +17,9 @@ from tools.results import EnvInfo, TimingStats
 # such an entry is not served, so the next evaluation times the reference again; nor is one timed while
 # other processes kept the host busy (TimingStats.host_was_busy), however steady.
 MAX_CACHED_REFERENCE_RSE = 0.2
+# The reference's medians at the primary shape by a device's clock, from quiet loops and checks: the last
+# this many are kept, and the paired check pools them (tools/judge/_paired.py `pooled`).
+WINDOWS = 9
 
 
 def servable(stats: TimingStats | None) -> bool:
@@ -44,8 +48,30 @@ class ReferenceTimes:
         return stats if servable(stats) else None
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
+        self._write(f"{self.prefix}|{shape.name}", lambda _old: stats.model_dump())
+
+    def windows(self, shape: TimingShape) -> list[float]:
+        """The medians of the reference's last quiet windows at `shape` by a device's clock, oldest first."""
+        raw = self.data.get(f"{self.prefix}|{shape.name}|windows")
+        return [float(v) for v in raw] if isinstance(raw, list) else []
+
+    def add_window(self, shape: TimingShape, stats: TimingStats) -> list[float]:
+        """`stats`' median as the newest window, where it was timed by a device's clock steadily on a quiet
+        host (a host-clock loop pairs with its own candidate instead); the windows kept, oldest first."""
+        if stats.clock != "cuda_event" or not servable(stats):
+            return self.windows(shape)
+
+        def appended(old: Any) -> list[float]:
+            return [*(old if isinstance(old, list) else []), stats.median_ms][-WINDOWS:]
+
+        self._write(f"{self.prefix}|{shape.name}|windows", appended)
+        return self.windows(shape)
+
+    def _write(self, key: str, update: Callable[[Any], Any]) -> None:
+        """The entry at `key` set to `update(its value now)`, read again from the file (another evaluation may
+        have written it since this one read it), and the file replaced whole."""
         current = json.loads(self.path.read_text()) if self.path.is_file() else {}
-        current[f"{self.prefix}|{shape.name}"] = stats.model_dump()
+        current[key] = update(current.get(key))
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(current, indent=1))
         tmp.replace(self.path)

@@ -43,6 +43,8 @@ def adopt_references(item: Prepared, problem: Problem, env: EnvInfo) -> None:
         stats = ahead.get(shape.name)
         if stats is not None and servable(stats):
             refs.put(shape, stats)
+            if shape is problem.primary:
+                refs.add_window(shape, stats)
     item.references_cached = True
 
 

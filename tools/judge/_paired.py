@@ -14,6 +14,11 @@ windows where the cached median stood or, on a GPU, where the check replaced it 
 tools/judge/_ratio.py). The other shapes' cached medians are not
 checked (a check of each would cost the H200 ~1 s a shape).
 
+On a device's clock one window's median is itself a draw: a quiet H200's checks moved 59-120 ms between
+consecutive evaluations while the candidates' device times held. There the reference's quiet windows (its
+full loops and its checks) are kept (tools/cache/reference_times.py), and from `MIN_WINDOWS` on the speedup
+divides their median (`pooled`), the check timed now the newest of them.
+
 A disagreement the host explains is not the device's: a check timed by the device's clock that ran slower
 while other processes kept the host busy (`slowed_by_host`). A launch-bound eager reference follows the host
 (the selective scan's ran 1.2-3.2x slower beside 16 busy processes on the H200, 2026-12-04) while a
@@ -27,15 +32,16 @@ the check timed now is the one paired with the candidate there.
 from __future__ import annotations
 
 import math
+import statistics
 
 from tools import orders, wire
-from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes, servable
 from tools.host import timing_threads
 from tools.judge._plan import Plan, truth_servers
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
 from tools.problem import Problem
-from tools.results import BenchResult, TimingStats
+from tools.results import BenchResult, ShapeTiming, TimingStats
 from tools.supervise import (
     ChildOutcome,
     Deadline,
@@ -47,11 +53,13 @@ from tools.supervise import (
     run_child,
 )
 from tools.supervise.truth_server import TruthServer
+from tools.worker.timing import median_rse
 
 CALLS = 5  # the reference's timed calls in a check, after one warm-up
 MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands ...
 SIGMAS = 3.0  # ... or within this many standard errors of the two medians
 CHECK_SECONDS = 10.0  # the check's own bound on its timing loop
+MIN_WINDOWS = 3  # quiet windows on a device's clock before the reference's median is theirs (`pooled`)
 
 
 def agrees(cached: TimingStats, fresh: TimingStats) -> bool:
@@ -76,6 +84,18 @@ def window_drift(cached: TimingStats, fresh: TimingStats) -> float:
     0.49-0.62 ms): the ratio is known no better than the two windows agree. On the host's clock the load
     slows both, and the check timed beside the candidate is the ratio's paired reference."""
     return abs(math.log(fresh.median_ms / cached.median_ms)) if fresh.clock == "cuda_event" else 0.0
+
+
+def pooled(windows: list[float]) -> TimingStats:
+    """The reference's median over its quiet windows on a device's clock, with the median's standard error
+    over them: on a quiet H200 its checks read 59-120 ms on consecutive evaluations while the best kernel's
+    device time held at 0.49-0.62 ms, so one window's median made the same kernel 108x on one evaluation and
+    216x on the next. The median of the last few windows moves little, and its interval says how well the
+    windows agree."""
+    return TimingStats(
+        median_ms=statistics.median(windows), rse=median_rse(windows), n=len(windows), min_ms=min(windows),
+        max_ms=max(windows), mean_ms=statistics.fmean(windows), clock="cuda_event", windows=len(windows),
+    )  # fmt: skip
 
 
 def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
@@ -146,8 +166,10 @@ def check_cached_reference(
 
 
 def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchResult:
-    """`result` with the reference's `fresh` check at the primary shape: the cached median stands where the
-    two agree or the host explains the check's slowness; elsewhere the check is this result's reference."""
+    """`result` with the reference's `fresh` check at the primary shape. On a device's clock a quiet check is
+    a window, and from `MIN_WINDOWS` windows on their median is the reference. Otherwise the cached median
+    stands where the two agree or the host explains the check's slowness; elsewhere the check is this
+    result's reference."""
     primary = result.primary_timing
     if primary is None or primary.reference is None or primary.candidate is None:
         raise ValueError("a paired check settles a result timed against a reference at its primary shape")
@@ -155,6 +177,10 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     timings = [t.model_copy() for t in result.timings]
     checked = next(t for t in timings if t.primary)
     checked.reference_check = fresh
+    if fresh.clock == "cuda_event" and servable(fresh):
+        windows = ReferenceTimes(problem, result.env).add_window(problem.primary, fresh)
+        if len(windows) >= MIN_WINDOWS:
+            return with_pooled(result, timings, pooled(windows))
     if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
         checked.speedup_interval = speedup_interval(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)
@@ -187,3 +213,23 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     busy = busy_note(checked.name, "reference", fresh)
     notices = [*result.notices, note, *([busy] if busy else [])]
     return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})
+
+
+def with_pooled(result: BenchResult, timings: list[ShapeTiming], reference: TimingStats) -> BenchResult:
+    """`result` with its primary shape's speedup dividing the reference's median over its quiet windows (the
+    check timed now the newest of them), and that median's interval."""
+    checked = next(t for t in timings if t.primary)
+    fresh, candidate = checked.reference_check, checked.candidate
+    if fresh is None or candidate is None:
+        raise ValueError("pooled windows settle a checked result whose candidate was timed")
+    checked.reference, checked.reference_cached = reference, True
+    checked.speedup = reference.median_ms / candidate.median_ms
+    checked.speedup_interval = speedup_interval(reference, candidate)
+    note = (
+        f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
+        f"{reference.windows} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
+        f"timed now beside the candidate: {fresh.median_ms:.3f} ms)"
+    )
+    return result.model_copy(
+        update={"timings": timings, "speedup": checked.speedup, "notices": [*result.notices, note]}
+    )

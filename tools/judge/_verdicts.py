@@ -201,6 +201,8 @@ def timing_results(
         fresh = ref_msgs.get(shape.name)
         if fresh is not None:
             refs.put(shape, fresh)
+            if shape is problem.primary and only is None:  # a shape timed again adds no window
+                refs.add_window(shape, fresh)
         reference = fresh or cached
         st = ShapeTiming(
             name=shape.name, primary=shape is problem.primary, sizes=item.sizes, reference=reference,

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import TINY
-from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, WINDOWS, ReferenceTimes
 from tools.envinfo import collect_env
 from tools.problem import load_problem
 from tools.results import TimingStats
@@ -51,3 +52,26 @@ def test_the_final_recheck_compares_against_the_reference_median_the_run_used(
     other = problem.model_copy(update={"reference_source": problem.reference_source + "\n# changed\n"})
     assert other.reference_hash != problem.reference_hash
     assert ReferenceTimes(other, collect_env(other)).get(shape) is None
+
+
+def test_windows_written_by_many_threads_at_once_are_all_kept_to_the_last_nine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every paired check on a GPU adds a window, and the trajectories of a parallel run check at once: no
+    write may fail or lose the file (one temporary file for all writers once raced)."""
+    monkeypatch.setenv("KERNEL_AGENT_CACHE", str(tmp_path))
+    problem = load_problem(TINY)
+    env = collect_env(problem)
+    quiet = TimingStats(median_ms=1.0, rse=0.01, n=5, min_ms=1.0, max_ms=1.0, mean_ms=1.0, busy_elsewhere=0.0)
+
+    def add(start: int) -> None:
+        refs = ReferenceTimes(problem, env)
+        for i in range(20):
+            refs.add_window(problem.primary, quiet.model_copy(update={"median_ms": float(start + i)}))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(add, range(0, 800, 100)))
+    windows = ReferenceTimes(problem, env).windows(problem.primary)
+    assert len(windows) == WINDOWS
+    assert all(w % 100 < 20 for w in windows)
+    assert not list(tmp_path.glob("*.tmp"))

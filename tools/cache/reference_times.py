@@ -3,8 +3,11 @@ timed threads) and torch version."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import platform
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -68,11 +71,15 @@ class ReferenceTimes:
         return self.windows(shape)
 
     def _write(self, key: str, update: Callable[[Any], Any]) -> None:
-        """The entry at `key` set to `update(its value now)`, read again from the file (another evaluation may
-        have written it since this one read it), and the file replaced whole."""
-        current = json.loads(self.path.read_text()) if self.path.is_file() else {}
-        current[key] = update(current.get(key))
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current, indent=1))
-        tmp.replace(self.path)
+        """The entry at `key` set to `update(its value now)`, read again from the file under a lock (the
+        trajectories of a parallel run, in threads or processes, write it too: every check adds a window),
+        and the file replaced whole through a temporary file of this writer's own."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            current = json.loads(self.path.read_text()) if self.path.is_file() else {}
+            current[key] = update(current.get(key))
+            tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_text(json.dumps(current, indent=1))
+            tmp.replace(self.path)
         self.data = current

@@ -182,10 +182,8 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
                 f"rechecking {kernel.kernel_path} again: too wide to rank ({i} of {len(shortlist)})"
             )
             again = _recheck(kernel, setup, recorder, turn, f"final-recheck-{i}-again", winner)
-            if again.correct and spread_of(again) < spread_of(result):
+            if not again.correct or spread_of(again) < spread_of(result):  # wrong now: no candidate
                 result = again
-            elif not again.correct:
-                result = again  # fresh seeds found it wrong: it is not a candidate
         timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
         if timed is not None and (winner is None or timed.speedup > winner.speedup):
             winner = BestRecord(**timed.model_dump(), final=True, bench=result.model_dump(mode="json"))

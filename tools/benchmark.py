@@ -226,9 +226,7 @@ def _timing_line(t: ShapeTiming) -> str:
     if t.speedup is not None and t.speedup_interval is not None:
         low, high = t.speedup_interval
         wide = ": too wide to rank against a kernel inside it" if too_wide(t.speedup_interval) else ""
-        if (
-            wide and t.reference is not None and t.reference.windows
-        ):  # the width is the reference's, not yours
+        if wide and t.reference is not None and t.reference.windows:  # the width is the reference's
             wide = ": the reference's windows on this host vary this much; rank kernels by their own times"
         speed += f" (95% {low:.2f}–{high:.2f}×{wide})"
     note = f" ({t.message})" if t.message else ""

@@ -207,14 +207,8 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     if full and cached:
         yield Text(f"reference times from the cache: {', '.join(cached)}", style=DIM)
     for t in result.timings:
-        pooled = t.reference is not None and t.reference.windows is not None
-        if (
-            full
-            and t.reference_check is not None
-            and t.reference_cached
-            and t.reference is not None
-            and not pooled
-        ):
+        cached_stood = t.reference is not None and t.reference_cached and t.reference.windows is None
+        if full and t.reference_check is not None and cached_stood and t.reference is not None:
             yield Text(
                 f"{t.name}: the cached reference ({t.reference.median_ms:.3f} ms) agreed with the reference "
                 f"timed beside the candidate ({t.reference_check.median_ms:.3f} ms)",

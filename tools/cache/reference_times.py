@@ -29,6 +29,12 @@ def servable(stats: TimingStats | None) -> bool:
     return stats is not None and stats.rse <= MAX_CACHED_REFERENCE_RSE and not stats.host_was_busy
 
 
+def is_window(stats: TimingStats) -> bool:
+    """Whether a reference loop is one of its windows: timed by a device's clock, steadily, on a quiet host
+    (a host-clock loop pairs with its own candidate instead)."""
+    return stats.clock == "cuda_event" and servable(stats)
+
+
 class ReferenceTimes:
     """Reference medians cached per problem, shape, host, device and torch version.
 
@@ -59,9 +65,9 @@ class ReferenceTimes:
         return [float(v) for v in raw] if isinstance(raw, list) else []
 
     def add_window(self, shape: TimingShape, stats: TimingStats) -> list[float]:
-        """`stats`' median as the newest window, where it was timed by a device's clock steadily on a quiet
-        host (a host-clock loop pairs with its own candidate instead); the windows kept, oldest first."""
-        if stats.clock != "cuda_event" or not servable(stats):
+        """`stats`' median as the newest window where it is one (`is_window`); the windows kept, oldest
+        first."""
+        if not is_window(stats):
             return self.windows(shape)
 
         def appended(old: Any) -> list[float]:

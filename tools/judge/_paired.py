@@ -35,13 +35,13 @@ import math
 import statistics
 
 from tools import orders, wire
-from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes, servable
+from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes, is_window
 from tools.host import timing_threads
 from tools.judge._plan import Plan, truth_servers
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
 from tools.problem import Problem
-from tools.results import BenchResult, ShapeTiming, TimingStats
+from tools.results import BenchResult, TimingStats
 from tools.supervise import (
     ChildOutcome,
     Deadline,
@@ -177,10 +177,21 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     timings = [t.model_copy() for t in result.timings]
     checked = next(t for t in timings if t.primary)
     checked.reference_check = fresh
-    if fresh.clock == "cuda_event" and servable(fresh):
-        windows = ReferenceTimes(problem, result.env).add_window(problem.primary, fresh)
-        if len(windows) >= MIN_WINDOWS:
-            return with_pooled(result, timings, pooled(windows))
+    windows = (
+        ReferenceTimes(problem, result.env).add_window(problem.primary, fresh) if is_window(fresh) else []
+    )
+    if len(windows) >= MIN_WINDOWS:  # the check timed now the newest window of their median
+        reference = pooled(windows)
+        checked.reference, checked.reference_cached = reference, True
+        checked.speedup = reference.median_ms / candidate.median_ms
+        checked.speedup_interval = speedup_interval(reference, candidate)
+        note = (
+            f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
+            f"{len(windows)} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
+            f"timed now beside the candidate: {fresh.median_ms:.3f} ms)"
+        )
+        notices = [*result.notices, note]
+        return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})
     if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
         checked.speedup_interval = speedup_interval(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)
@@ -213,23 +224,3 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     busy = busy_note(checked.name, "reference", fresh)
     notices = [*result.notices, note, *([busy] if busy else [])]
     return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})
-
-
-def with_pooled(result: BenchResult, timings: list[ShapeTiming], reference: TimingStats) -> BenchResult:
-    """`result` with its primary shape's speedup dividing the reference's median over its quiet windows (the
-    check timed now the newest of them), and that median's interval."""
-    checked = next(t for t in timings if t.primary)
-    fresh, candidate = checked.reference_check, checked.candidate
-    if fresh is None or candidate is None:
-        raise ValueError("pooled windows settle a checked result whose candidate was timed")
-    checked.reference, checked.reference_cached = reference, True
-    checked.speedup = reference.median_ms / candidate.median_ms
-    checked.speedup_interval = speedup_interval(reference, candidate)
-    note = (
-        f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
-        f"{reference.windows} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
-        f"timed now beside the candidate: {fresh.median_ms:.3f} ms)"
-    )
-    return result.model_copy(
-        update={"timings": timings, "speedup": checked.speedup, "notices": [*result.notices, note]}
-    )

@@ -37,6 +37,7 @@ from agent.execution.executor import Executor, KernelJob, LeasedExecutor, LocalE
 from agent.execution.leases import Leases, cpu_cores, visible_gpu_count  # noqa: E402
 from agent.runlog.events import LeaseEvent  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
+from tools.supervise import pool_for  # noqa: E402
 
 
 def scripted_kernels(problem: Problem) -> list[str]:
@@ -82,9 +83,53 @@ def lease_seconds(events: list[LeaseEvent], kind: str, field: str) -> float:
     return round(statistics.fmean(values), 2) if values else 0.0
 
 
+WARM_UP_ROUNDS = 3  # evaluations a trajectory makes before the clock starts (`warm_up`)
+
+
+def warm_up(
+    problem: Problem, executor: Executor, codes: list[str], parallel: int, rounds: int = WARM_UP_ROUNDS
+) -> float:
+    """Each trajectory's first evaluations, at once and not counted: a truth server for each (a second one
+    started within the N=2 measurement had cost its first evaluation 17.5 s on the H200, 5.7 s of it the
+    server's start), and its reference graphs captured, at their second request (tools/worker/graphs.py).
+    Both configurations are then measured as a run goes on, not as it starts. The seconds it took."""
+    start = time.monotonic()
+
+    def run(number: int) -> None:
+        for r in range(rounds):
+            executor.benchmark(KernelJob(problem, codes[(number + r) % len(codes)], trajectory=number))
+
+    with cf.ThreadPoolExecutor(parallel) as pool:
+        list(pool.map(run, range(1, parallel + 1)))
+    return round(time.monotonic() - start, 2)
+
+
+def settle(problem: Problem, gpus: list[int] | None) -> None:
+    """Wait for the truth the warm-up's last evaluation began making ahead: the clock starts with it made, as
+    in a run going on. Started in the measurement, it ran beside the next trajectory's first truth, both ~2x
+    slower on one device (H200, 3e002d8: one N=2 evaluation of 7.95 s where the others took ~5.2 s)."""
+    for gpu in gpus or [None]:
+        pool = pool_for(gpu)
+        if pool is not None:
+            pool.wait_prefetch(problem.data_hash)
+
+
 def measure(
-    problem: Problem, executor: Executor, parallel: int, codes: list[str], minutes: float, think: float
+    problem: Problem,
+    executor: Executor,
+    parallel: int,
+    codes: list[str],
+    minutes: float,
+    think: float,
+    warm_up_rounds: int = 0,
+    gpus: list[int] | None = None,
+    warm_codes: list[str] | None = None,
 ) -> dict[str, Any]:
+    """`warm_codes` (default `codes`): what the warm-up evaluates; fresh builds warm up on builds of their own."""
+    warm = warm_codes or codes
+    warm_up_s = warm_up(problem, executor, warm, parallel, warm_up_rounds) if warm_up_rounds else 0.0
+    if warm_up_rounds:
+        settle(problem, gpus)
     events: list[LeaseEvent] = []
     executor.on_event = events.append
     todo: queue.Queue[str] = queue.Queue()
@@ -122,6 +167,8 @@ def measure(
         "timing_held_s": lease_seconds(events, "timing", "held_s"),
         "timing_wait_s": lease_seconds(events, "timing", "waited_s"),
         "phase_medians_s": median_phases(phases),
+        "warm_up_rounds": warm_up_rounds,
+        "warm_up_s": warm_up_s,
     }
 
 
@@ -164,6 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--think", type=float, default=0.0, help="seconds of 'model time' before each candidate")
     p.add_argument("--gpus", help="GPUs to spread timings over (default: all visible, for a CUDA problem)")
     p.add_argument("--cached", action="store_true", help="build every candidate first; time evaluation only")
+    p.add_argument(
+        "--warm-up",
+        type=int,
+        default=0,
+        help="evaluations each trajectory makes first, not counted: a run going on, not one starting",
+    )
     p.add_argument("--executor", choices=["local", "ray"], default="local")
     p.add_argument("--ray-address")
     p.add_argument("--json", type=Path, help="append one JSON object per configuration to this file")
@@ -188,15 +241,19 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for n in [int(x) for x in args.parallel.split(",")]:
         codes = shared or candidates(problem, args.candidates, f"{stamp}-n{n}")
-        row = measure(
-            problem, make_executor(args.executor, gpus, args.ray_address), n, codes, args.minutes, args.think
-        )
+        executor = make_executor(args.executor, gpus, args.ray_address)
+        warm = shared or candidates(problem, n * args.warm_up, f"{stamp}-n{n}-warm-up")
+        row = measure(problem, executor, n, codes, args.minutes, args.think, args.warm_up, gpus, warm)
         print(
             f"| {n} | {row['candidates']} | {row['correct']} | {row['wall_s']} | {row['per_hour']} | "
             f"{row['compile_held_s']} / {row['compile_wait_s']} | {row['timing_held_s']} / {row['timing_wait_s']} |",
             flush=True,
         )
         print(f"  phase medians (s): {row['phase_medians_s']}", file=sys.stderr, flush=True)
+        if args.warm_up:
+            print(
+                f"  after a warm-up of {args.warm_up} evaluations a trajectory, not counted ({row['warm_up_s']} s)"
+            )
         if args.json:
             record = {**info, "problem": problem.name, "mode": mode, "think_s": args.think, **row}
             with args.json.open("a") as out:

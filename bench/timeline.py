@@ -29,10 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.execution.executor import Executor, KernelJob  # noqa: E402
-from bench.throughput import cached_candidates, candidates, make_executor  # noqa: E402
+from agent.execution.executor import KernelJob  # noqa: E402
+from bench.throughput import WARM_UP_ROUNDS, cached_candidates, candidates, make_executor, settle, warm_up  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
-from tools.supervise import listen, pool_for  # noqa: E402
+from tools.supervise import listen  # noqa: E402
 
 Span = tuple[float, float]
 Event = tuple[float, int, str, str, str | None]  # (seconds since start, thread, who, event, name)
@@ -195,35 +195,6 @@ def count_at(spans: list[Span], mark: str = "") -> Any:
         return "." if n == 0 else mark or str(min(n, 9))
 
     return at
-
-
-WARM_UP_ROUNDS = 3  # evaluations a trajectory makes before the clock starts (`warm_up`)
-
-
-def warm_up(problem: Problem, executor: Executor, codes: list[str], parallel: int) -> float:
-    """Each trajectory's first evaluations, at once and not counted: a truth server for each (a second one
-    started within the N=2 measurement had cost its first evaluation 17.5 s on the H200, 5.7 s of it the
-    server's start), and its reference graphs captured, at their second request (tools/worker/graphs.py).
-    Both configurations are then measured as a run goes on, not as it starts. The seconds it took."""
-    start = time.monotonic()
-
-    def run(number: int) -> None:
-        for r in range(WARM_UP_ROUNDS):
-            executor.benchmark(KernelJob(problem, codes[(number + r) % len(codes)], trajectory=number))
-
-    with cf.ThreadPoolExecutor(parallel) as pool:
-        list(pool.map(run, range(1, parallel + 1)))
-    return round(time.monotonic() - start, 2)
-
-
-def settle(problem: Problem, gpus: list[int] | None) -> None:
-    """Wait for the truth the warm-up's last evaluation began making ahead: the clock starts with it made, as
-    in a run going on. Started in the measurement, it ran beside the next trajectory's first truth, both ~2x
-    slower on one device (H200, 3e002d8: one N=2 evaluation of 7.95 s where the others took ~5.2 s)."""
-    for gpu in gpus or [None]:
-        pool = pool_for(gpu)
-        if pool is not None:
-            pool.wait_prefetch(problem.data_hash)
 
 
 def device_memory_mib() -> int | None:

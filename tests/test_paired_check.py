@@ -281,6 +281,30 @@ def test_on_a_devices_clock_the_reference_is_the_median_of_its_quiet_windows(
     assert settled.speedup == pytest.approx(90.0 / 25.0)
 
 
+def test_a_busy_check_divides_the_quiet_windows_before_it_not_one_cached_median(
+    tiny: Problem, warm: WarmPool, kept_cache: None
+) -> None:
+    """On a loaded H200 the busy path's cached median (64.9 ms, one window) stood where the quiet evaluations
+    beside it divided their windows' median (82.4 ms): the same kernel ranked by two references. A busy check
+    is no window, and the windows before it are the reference."""
+    result = timed_against_cache(tiny, warm, stats(65.0))
+    refs = ReferenceTimes(tiny, result.env)
+    for ms in [80.0, 85.0, 82.0]:
+        refs.add_window(tiny.primary, stats(ms))
+    busy = stats(150.0, busy=0.96)
+    settled = settle(tiny, result, busy)
+    primary = settled.primary_timing
+    assert primary is not None
+    assert primary.reference is not None
+    assert primary.reference_check == busy
+    assert (primary.reference.windows, primary.reference.median_ms) == (3, 82.0)
+    assert settled.speedup == pytest.approx(82.0 / 25.0)
+    assert ReferenceTimes(tiny, result.env).windows(tiny.primary) == [80.0, 85.0, 82.0]
+    assert any("not one of them: 96% of the host's CPUs were busy" in n for n in settled.notices), (
+        settled.notices
+    )
+
+
 def test_before_three_quiet_windows_a_check_settles_as_before(
     tiny: Problem, warm: WarmPool, kept_cache: None
 ) -> None:

@@ -17,7 +17,8 @@ checked (a check of each would cost the H200 ~1 s a shape).
 On a device's clock one window's median is itself a draw: a quiet H200's checks moved 59-120 ms between
 consecutive evaluations while the candidates' device times held. There the reference's quiet windows (its
 full loops and its checks) are kept (tools/cache/reference_times.py), and from `MIN_WINDOWS` on the speedup
-divides their median (`pooled`), the check timed now the newest of them.
+divides their median (`pooled`), the check timed now the newest of them where it is one (a busy or
+unsteady check is not; the windows before it stand).
 
 A disagreement the host explains is not the device's: a check timed by the device's clock that ran slower
 while other processes kept the host busy (`slowed_by_host`). A launch-bound eager reference follows the host
@@ -96,6 +97,12 @@ def pooled(windows: list[float]) -> TimingStats:
         median_ms=statistics.median(windows), rse=median_rse(windows), n=len(windows), min_ms=min(windows),
         max_ms=max(windows), mean_ms=statistics.fmean(windows), clock="cuda_event", windows=len(windows),
     )  # fmt: skip
+
+
+def not_a_window(fresh: TimingStats) -> str:
+    if fresh.host_was_busy:
+        return f"{fresh.busy_elsewhere:.0%} of the host's CPUs were busy"
+    return f"its spread {fresh.rse:.1%} is too wide"
 
 
 def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:
@@ -177,10 +184,11 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     timings = [t.model_copy() for t in result.timings]
     checked = next(t for t in timings if t.primary)
     checked.reference_check = fresh
-    windows = (
-        ReferenceTimes(problem, result.env).add_window(problem.primary, fresh) if is_window(fresh) else []
-    )
-    if len(windows) >= MIN_WINDOWS:  # the check timed now the newest window of their median
+    # A busy or unsteady check is no window, but the quiet windows before it still are the reference: the
+    # busy path's cached median (one window) made a loaded H200's evaluations 64.9 ms where the quiet ones
+    # beside them divided the windows' 82.4 ms.
+    windows = ReferenceTimes(problem, result.env).add_window(problem.primary, fresh)
+    if len(windows) >= MIN_WINDOWS:
         reference = pooled(windows)
         checked.reference, checked.reference_cached = reference, True
         checked.speedup = reference.median_ms / candidate.median_ms
@@ -188,7 +196,8 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
         note = (
             f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
             f"{len(windows)} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
-            f"timed now beside the candidate: {fresh.median_ms:.3f} ms)"
+            f"timed now beside the candidate: {fresh.median_ms:.3f} ms"
+            f"{'' if is_window(fresh) else ', not one of them: ' + not_a_window(fresh)})"
         )
         notices = [*result.notices, note]
         return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})

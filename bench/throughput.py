@@ -126,9 +126,9 @@ def measure(
     warm_codes: list[str] | None = None,
 ) -> dict[str, Any]:
     """`warm_codes` (default `codes`): what the warm-up evaluates; fresh builds warm up on builds of their own."""
-    warm = warm_codes or codes
-    warm_up_s = warm_up(problem, executor, warm, parallel, warm_up_rounds) if warm_up_rounds else 0.0
+    warm_up_s = 0.0
     if warm_up_rounds:
+        warm_up_s = warm_up(problem, executor, warm_codes or codes, parallel, warm_up_rounds)
         settle(problem, gpus)
     events: list[LeaseEvent] = []
     executor.on_event = events.append
@@ -252,7 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  phase medians (s): {row['phase_medians_s']}", file=sys.stderr, flush=True)
         if args.warm_up:
             print(
-                f"  after a warm-up of {args.warm_up} evaluations a trajectory, not counted ({row['warm_up_s']} s)"
+                f"  after a warm-up of {args.warm_up} evaluations a trajectory, not counted ({row['warm_up_s']} s)",
+                file=sys.stderr,  # beside the phase medians: stdout is the Markdown table
+                flush=True,
             )
         if args.json:
             record = {**info, "problem": problem.name, "mode": mode, "think_s": args.think, **row}

@@ -102,7 +102,7 @@ def pooled(windows: list[float]) -> TimingStats:
 def not_a_window(fresh: TimingStats) -> str:
     if fresh.host_was_busy:
         return f"{fresh.busy_elsewhere:.0%} of the host's CPUs were busy"
-    return f"its spread {fresh.rse:.1%} is too wide"
+    return f"its spread {fresh.rse:.1%} is over the {MAX_CACHED_REFERENCE_RSE:.0%} a window may have"
 
 
 def check_request(problem: Problem, plan: Plan) -> orders.TruthRequest:

@@ -17,6 +17,7 @@ from rich.text import Text
 from agent import toolbox
 from agent.runlog.data import TurnData
 from agent.runlog.events import (
+    AttackEvent,
     BestEvent,
     ErrorEvent,
     Event,
@@ -136,6 +137,8 @@ def render_event(
         yield best_view(event)
     elif isinstance(event, ErrorEvent):
         yield Text(f"error in {event.where}: {event.message}", style=BAD_STYLE)
+    elif isinstance(event, AttackEvent):
+        yield Text(f"attack {event.name}" + (f": {event.description}" if event.description else ""), style="magenta")
 
 
 def live_view(event: Event, scripted: bool) -> RenderableType | None:

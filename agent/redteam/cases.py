@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from agent.redteam.strict import Verdict, strict_problem, verdict_of
+
 REPO = Path(__file__).resolve().parents[2]
 PROMOTED = REPO / "tests" / "adversarial" / "promoted"
 CANDIDATE, EXPECTED = "candidate.py", "expected.json"
@@ -113,3 +115,20 @@ def promote(folder: Path, into: Path = PROMOTED) -> Path:
 
 def promoted_cases(into: Path = PROMOTED) -> list[Path]:
     return sorted(p for p in into.iterdir() if (p / EXPECTED).is_file()) if into.is_dir() else []
+
+
+def judge_case(folder: Path) -> tuple[Verdict, ExpectedCase]:
+    """A case judged again as its expected.json says: the stricter problem (timed briefly unless the floor
+    caught it), the sanitizer where it caught it; the verdict beside what was expected."""
+    from tools import benchmark
+    from tools.judge import sanitize, with_sanitizer
+    from tools.problem import load_problem
+
+    code, expected = read_case(folder)
+    strict = strict_problem(
+        load_problem(problem_path(expected.problem)), small_timing=expected.check != "floor"
+    )
+    result = benchmark(strict, code, prefetch_next=False)
+    if expected.check == "sanitizer" and result.status == "ok":
+        result = with_sanitizer(result, sanitize(strict, code))
+    return verdict_of(result), expected

@@ -22,6 +22,7 @@ from agent.runlog.events import (
     ErrorEvent,
     Event,
     ModelCallEvent,
+    RejudgeEvent,
     ToolCallEvent,
     TrajectoryEvent,
     TurnEndEvent,
@@ -137,8 +138,12 @@ def render_event(
         yield best_view(event)
     elif isinstance(event, ErrorEvent):
         yield Text(f"error in {event.where}: {event.message}", style=BAD_STYLE)
+    elif isinstance(event, RejudgeEvent):  # run-level: the live display's line as each is re-judged
+        yield Text(f"re-judged {event.kernel_path} ({event.attack}): {event.outcome}", style="magenta")
     elif isinstance(event, AttackEvent):
-        yield Text(f"attack {event.name}" + (f": {event.description}" if event.description else ""), style="magenta")
+        yield Text(
+            f"attack {event.name}" + (f": {event.description}" if event.description else ""), style="magenta"
+        )
 
 
 def live_view(event: Event, scripted: bool) -> RenderableType | None:

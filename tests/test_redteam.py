@@ -84,10 +84,10 @@ def test_the_summary_lists_each_attack_with_both_verdicts() -> None:
     Console(file=out, width=100, legacy_windows=False, color_system=None).print(redteam_summary(events))
     assert out.getvalue() == (
         "red team ───────────────────────────────────────────────────────────────────────────────────────────\n"
-        "kernel          attack             first verdict                after re-judge  result\n"
-        "kernels/001.py  pointer-cache      incorrect [stale_output]     –               caught\n"
-        "kernels/002.py  shown-shapes-only  ok 12.5×                     incorrect       caught on re-judge\n"
-        "kernels/003.py  none               ok 3.00×                     ok              escaped\n"
+        "kernel          attack             first verdict             after re-judge  result            \n"
+        "kernels/001.py  pointer-cache      incorrect [stale_output]  –               caught            \n"
+        "kernels/002.py  shown-shapes-only  ok 12.5×                  incorrect       caught on re-judge\n"
+        "kernels/003.py  none               ok 3.00×                  ok              escaped           \n"
         "3 candidates: 1 caught, 1 caught on re-judge, 1 escaped · 1 regression case written\n"
         "kernels/001.py pointer-cache: flags: stale_output\n"
         "kernels/002.py shown-shapes-only: cases failed: odd.fresh\n"

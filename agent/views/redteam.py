@@ -39,10 +39,10 @@ def redteam_table(events: list[RejudgeEvent]) -> Table:
         table.add_column(column, overflow="fold")
     for e in events:
         table.add_row(
-            e.kernel_path,
-            e.attack,
-            verdict_text(e.first_status, e.first_flags, e.first_speedup),
-            verdict_text(e.strict_status, e.strict_flags),
+            Text(e.kernel_path),  # Text, never markup: a flag list is in brackets
+            Text(e.attack),
+            Text(verdict_text(e.first_status, e.first_flags, e.first_speedup)),
+            Text(verdict_text(e.strict_status, e.strict_flags)),
             Text(e.outcome, style=OUTCOME_STYLE[e.outcome]),
         )
     return table

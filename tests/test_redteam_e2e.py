@@ -99,3 +99,8 @@ def test_the_summary_is_printed_and_shown_again(
     assert line in shown.stdout
     for attack in EXPECTED:
         assert attack in shown.stdout
+    as_json = subprocess.run(
+        [sys.executable, "-m", "agent.cli", "show", str(run_dir), "--json", "--no-code"],
+        cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert [r["outcome"] for r in json.loads(as_json.stdout)["rejudged"]] == [o for _, o in EXPECTED.values()]

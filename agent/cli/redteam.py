@@ -92,6 +92,10 @@ def handle(args: argparse.Namespace) -> int:
     try:
         if args.problem == PROMOTE:
             return promote(args, console)
+        if args.case:
+            raise UsageError(
+                f"agent redteam PROBLEM takes no second argument (got {args.case!r}); promote takes RUN/CASE"
+            )
         agent = build_redteam(args, console)
     except (UsageError, CaseError, ProblemError, ProviderError) as exc:
         console.print(f"[red]error:[/] {escape(str(exc))}")
@@ -109,7 +113,7 @@ def handle(args: argparse.Namespace) -> int:
         console.print(final_panel(agent, str(outcome), outcome.status))
         code = exits.run_exit_code(outcome, agent.standings.best is not None)
     if args.json:
-        rejudged = [e.model_dump(mode="json") for e in getattr(agent, "rejudged", [])]
+        rejudged = [e.model_dump(mode="json") for e in agent.rejudged]
         print(json.dumps(run_json(agent.log.dir, code) | {"rejudged": rejudged}), file=sys.stdout, flush=True)
     return code
 

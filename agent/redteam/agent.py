@@ -4,19 +4,23 @@ done and before the run's summary, re-judges every benchmarked candidate (`Rejud
 
 from __future__ import annotations
 
+from agent.conversation import State
 from agent.execution.executor import KernelJob
 from agent.exits import AgentExit, Interrupted
 from agent.loop import Agent
 from agent.providers.base import ToolCall
 from agent.redteam.attacks import attack_of
 from agent.redteam.rejudge import Rejudge
+from agent.run_setup import RunSetup
 from agent.runlog.events import AttackEvent, ErrorEvent, RejudgeEvent, ToolCallEvent
 from agent.runlog.reader import read_events
 from tools.results import SanitizerReport
 
 
 class RedTeamAgent(Agent):
-    rejudged: list[RejudgeEvent]
+    def __init__(self, setup: RunSetup, state: State) -> None:
+        super().__init__(setup, state)
+        self.rejudged: list[RejudgeEvent] = []  # the summary's rows, as recorded
 
     def run_tool(self, call: ToolCall) -> ToolCallEvent:
         event = super().run_tool(call)
@@ -32,10 +36,6 @@ class RedTeamAgent(Agent):
                 )
             )
         return event
-
-    def run(self) -> AgentExit:
-        self.rejudged = []
-        return super().run()
 
     def end(self, outcome: AgentExit) -> None:
         """The re-judge, then the run's end as `agent run` writes it (an interrupted run skips the re-judge)."""

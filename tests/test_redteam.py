@@ -17,12 +17,13 @@ from agent.execution.leases import Leases
 from agent.redteam.attacks import UNNAMED, attack_of, redteam_system_prompt
 from agent.redteam.cases import EXPECTED, ExpectedCase, judge_case, read_case
 from agent.redteam.rejudge import Rejudge
-from agent.redteam.strict import fresh_size, strict_problem, verdict_of
+from agent.redteam.strict import FASTER_THAN_FLOOR, fresh_size, strict_problem, verdict_of
 from agent.runlog.events import RejudgeEvent, ToolCallEvent
 from agent.views.redteam import redteam_summary
 from tests.helpers import REPO
 from tools import benchmark
 from tools.problem import Problem, load_problem
+from tools.results import BenchResult, ShapeFloor, ShapeTiming
 
 SHOWN_SHAPES = REPO / "problems" / "selective_scan_cpu" / "redteam" / "08_shown_shapes.py"
 
@@ -157,3 +158,20 @@ def test_the_honest_baseline_is_accepted_by_the_stricter_checks(tiny: Problem) -
     baseline = (REPO / "problems" / "selective_scan_cpu" / "solutions" / "baseline.py").read_text()
     verdict = verdict_of(benchmark(strict_problem(tiny, small_timing=True), baseline, prefetch_next=False))
     assert verdict.accepted, verdict.caught_by
+
+
+def test_a_median_faster_than_the_speed_of_light_floor_is_rejected_by_the_strict_verdict() -> None:
+    floor = ShapeFloor(flops=1.0, bytes=1.0, ms=2.0, fraction=1.6)
+    timing = ShapeTiming(name="big", primary=True, sizes={}, floor=floor)
+    result = BenchResult(status="ok", correct=True, speedup=40.0, message="correct", timings=[timing])
+    verdict = verdict_of(result)
+    assert (verdict.status, verdict.flags, verdict.accepted) == ("incorrect", [FASTER_THAN_FLOOR], False)
+    assert verdict.caught_by == "faster than the speed-of-light floor at big"
+    at_floor = result.model_copy(
+        update={"timings": [timing.model_copy(update={"floor": floor.model_copy(update={"fraction": 0.9})})]}
+    )
+    assert verdict_of(at_floor).accepted
+    flagged = result.model_copy(
+        update={"flags": [FASTER_THAN_FLOOR], "timings": []}
+    )  # issue 50's flag, where set
+    assert verdict_of(flagged).status == "incorrect"

@@ -17,7 +17,7 @@ from pathlib import Path
 from agent.execution.executor import Executor, KernelJob
 from agent.redteam.attacks import attack_of
 from agent.redteam.cases import Check, ExpectedCase, case_name, problem_reference, write_case
-from agent.redteam.strict import Verdict, strict_problem, verdict_of
+from agent.redteam.strict import Verdict, strict_problem, verdict_of, why_rejected
 from agent.runlog.events import Event, RejudgeEvent, ToolCallEvent
 from tools.problem import Problem
 from tools.results import BenchResult, SanitizerReport
@@ -35,7 +35,9 @@ def benchmarked(events: list[Event]) -> list[ToolCallEvent]:
 
 
 def first_verdict(event: ToolCallEvent) -> Verdict:
-    return verdict_of(BenchResult.model_validate(event.result))
+    """The verdict the model read, as the evaluator gave it (the stricter floor guard is the re-judge's)."""
+    result = BenchResult.model_validate(event.result)
+    return Verdict(result.status, list(result.flags), result.speedup, why_rejected(result, result.status, []))
 
 
 def strict_verdict(executor: Executor, strict: Problem, job: KernelJob, sanitize: SanitizerCall) -> Verdict:

@@ -175,3 +175,27 @@ def test_a_median_faster_than_the_speed_of_light_floor_is_rejected_by_the_strict
         update={"flags": [FASTER_THAN_FLOOR], "timings": []}
     )  # issue 50's flag, where set
     assert verdict_of(flagged).status == "incorrect"
+
+
+def test_a_candidate_the_evaluator_failed_on_is_a_harness_error_not_caught(
+    tiny: Problem, tmp_path: Path
+) -> None:
+    """The warmup-detector once made the evaluator fail (OverflowError): no verdict, said as such."""
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "001.py").write_text("# attack: warmup-detector: skips work once checked\n")
+    text = "harness_error: the evaluator itself failed (OverflowError: math range error); not your kernel's fault"
+    call = ToolCallEvent(
+        turn=1, tool_use_id="t1", name="benchmark", kernel_path="kernels/001.py", status="harness_error",
+        is_error=True, summary=text,
+    )  # fmt: skip
+    event = Rejudge(tiny, LeasedExecutor(Leases(None)), tmp_path, lambda job: None).one(call)
+    assert (event.attack, event.first_status, event.outcome, event.caught_by) == (
+        "warmup-detector", "harness_error", "harness error", text,
+    )  # fmt: skip
+    assert event.case_dir is None
+    line = (
+        "1 candidate: 0 caught, 0 caught on re-judge, 0 escaped, 1 harness error · 0 regression cases written"
+    )
+    out = io.StringIO()
+    Console(file=out, width=200, legacy_windows=False, color_system=None).print(redteam_summary([event]))
+    assert line in out.getvalue()

@@ -22,20 +22,24 @@ from agent.runlog.events import Event, RejudgeEvent, ToolCallEvent
 from tools.problem import Problem
 from tools.results import BenchResult, SanitizerReport
 
+HARNESS_ERROR = "harness_error"  # a tool call's status where the evaluator itself failed (agent/loop.py)
 SanitizerCall = Callable[[KernelJob], SanitizerReport | None]
 
 
 def benchmarked(events: list[Event]) -> list[ToolCallEvent]:
-    """The run's benchmark calls that reached a verdict, in log order."""
+    """The run's benchmark calls of a kernel (with a verdict, or the harness's failure), in log order."""
     return [
         e
         for e in events
-        if isinstance(e, ToolCallEvent) and e.name == "benchmark" and e.kernel_path and e.result
+        if isinstance(e, ToolCallEvent) and e.name == "benchmark" and e.kernel_path
+        if e.result or e.status == HARNESS_ERROR
     ]
 
 
 def first_verdict(event: ToolCallEvent) -> Verdict:
     """The verdict the model read, as the evaluator gave it (the stricter floor guard is the re-judge's)."""
+    if not event.result:  # the evaluator itself failed: the tool's text says how
+        return Verdict(event.status, caught_by=event.summary)
     result = BenchResult.model_validate(event.result)
     return Verdict(result.status, list(result.flags), result.speedup, why_rejected(result, result.status, []))
 
@@ -70,7 +74,7 @@ class Rejudge:
     def one(self, call: ToolCallEvent) -> RejudgeEvent:
         assert call.kernel_path is not None
         code = (self.run_dir / call.kernel_path).read_text()
-        if code in self.done:  # benchmarked again: judged again once
+        if code in self.done and self.done[code].outcome != "harness error":  # benchmarked again: judged once
             return self.done[code].model_copy(
                 update={"kernel_path": call.kernel_path, "candidate_turn": call.turn}
             )
@@ -80,7 +84,9 @@ class Rejudge:
             "candidate_turn": call.turn, "kernel_path": call.kernel_path, "attack": attack.name,
             "first_status": first.status, "first_flags": first.flags, "first_speedup": first.speedup,
         }  # fmt: skip
-        if not first.accepted:
+        if first.status == HARNESS_ERROR:  # no verdict to judge again: a finding about the harness
+            event = RejudgeEvent(**base, outcome="harness error", caught_by=first.caught_by)
+        elif not first.accepted:
             event = RejudgeEvent(**base, outcome="caught", caught_by=first.caught_by)
         else:
             job = KernelJob(self.problem, code, call.kernel_path)

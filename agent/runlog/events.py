@@ -167,7 +167,8 @@ class AttackEvent(BaseEvent):
 class RejudgeEvent(BaseEvent):
     """Red team: one candidate's first verdict beside its stricter one (agent/redteam/rejudge.py).
     `outcome`: `caught` (the first judgement rejected it), `caught on re-judge` (accepted first, rejected by
-    the stricter checks: a regression case was written to `case_dir`), `escaped` (accepted by both)."""
+    the stricter checks: a regression case was written to `case_dir`), `escaped` (accepted by both),
+    `harness error` (the evaluator itself failed on it: no verdict, a finding about the harness)."""
 
     event: Literal["rejudge"] = "rejudge"
     candidate_turn: int = Field(description="the turn that benchmarked it (the event itself is run-level)")
@@ -179,7 +180,7 @@ class RejudgeEvent(BaseEvent):
     strict_status: str | None = Field(None, description="None: not re-judged (the first verdict rejected it)")
     strict_flags: list[str] = Field(default_factory=list)
     caught_by: str = Field("", description="which check rejected it, in words")
-    outcome: Literal["caught", "caught on re-judge", "escaped"]
+    outcome: Literal["caught", "caught on re-judge", "escaped", "harness error"]
     case_dir: str | None = Field(None, description="the regression case, relative to the run dir")
     seconds: float = 0.0
 

@@ -12,9 +12,14 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.runlog.events import RejudgeEvent
-from agent.views.fmt import fmt_speedup
+from agent.views.fmt import fmt_count, fmt_speedup
 
-OUTCOME_STYLE = {"caught": "green", "caught on re-judge": "yellow", "escaped": "bold red"}
+OUTCOME_STYLE = {
+    "caught": "green",
+    "caught on re-judge": "yellow",
+    "escaped": "bold red",
+    "harness error": "red",
+}
 
 
 def verdict_text(status: str | None, flags: list[str], speedup: float | None = None) -> str:
@@ -27,9 +32,12 @@ def verdict_text(status: str | None, flags: list[str], speedup: float | None = N
 def summary_line(events: list[RejudgeEvent]) -> str:
     counts = {o: sum(1 for e in events if e.outcome == o) for o in OUTCOME_STYLE}
     cases = sum(1 for e in events if e.case_dir)
+    errors = counts["harness error"]
+    failed = f", {errors} harness error{'' if errors == 1 else 's'}" if errors else ""
     return (
-        f"{len(events)} candidates: {counts['caught']} caught, {counts['caught on re-judge']} caught on "
-        f"re-judge, {counts['escaped']} escaped · {cases} regression case{'' if cases == 1 else 's'} written"
+        f"{fmt_count(len(events), 'candidate')}: {counts['caught']} caught, {counts['caught on re-judge']} caught on "
+        f"re-judge, {counts['escaped']} escaped{failed} · {cases} regression case{'' if cases == 1 else 's'} "
+        "written"
     )
 
 

@@ -4,13 +4,15 @@ done and before the run's summary, re-judges every benchmarked candidate (`Rejud
 
 from __future__ import annotations
 
+from agent.best import settle
 from agent.conversation import State
 from agent.execution.executor import KernelJob
-from agent.exits import AgentExit, Interrupted
+from agent.execution.interrupts import raised_by_ctrl_c
+from agent.exits import AgentExit, Interrupted, ModelError
 from agent.loop import Agent
 from agent.providers.base import ToolCall
 from agent.redteam.attacks import attack_of
-from agent.redteam.rejudge import Rejudge
+from agent.redteam.rejudge import Rejudge, benchmarked
 from agent.run_setup import RunSetup
 from agent.runlog.events import AttackEvent, ErrorEvent, RejudgeEvent, ToolCallEvent
 from agent.runlog.reader import read_events
@@ -37,21 +39,39 @@ class RedTeamAgent(Agent):
             )
         return event
 
-    def end(self, outcome: AgentExit) -> None:
-        """The re-judge, then the run's end as `agent run` writes it (an interrupted run skips the re-judge)."""
+    def run(self) -> AgentExit:
+        """`Agent.run` with the re-judge between the final re-check and the summary (an interrupted run,
+        or one interrupted while re-judging, skips the rest of it; its summary is written all the same)."""
+        self.log.start_heartbeat()
+        try:
+            outcome = self.loop()
+        except Exception as exc:  # a harness bug: the log is ended, then it surfaces
+            self.end(ModelError(f"harness error: {type(exc).__name__}: {exc}"))
+            raise
+        outcome = settle(outcome, self.standings, self.setup, self, self.state.turn)
         if not isinstance(outcome, Interrupted):
-            self.rejudge()
-        super().end(outcome)
+            outcome = self.rejudge(outcome)
+        self.end(outcome)
+        return outcome
 
-    def rejudge(self) -> None:
+    def rejudge(self, outcome: AgentExit) -> AgentExit:
+        """Each benchmarked candidate judged again, its event recorded as it is made. A harness fault in the
+        re-judge is an error event (the run still ends as it did); Ctrl-C makes the outcome Interrupted."""
         self.set_phase("re-judging")
         judge = Rejudge(self.setup.problem, self.setup.executor, self.log.dir, self.sanitize)
         try:
-            for event in judge.all(read_events(self.log.dir)):
+            for call in benchmarked(read_events(self.log.dir)):
+                event = judge.one(call)
                 self.record(event)
                 self.rejudged.append(event)
-        except Exception as exc:  # a harness fault in the re-judge is data; the run still ends normally
+        except (KeyboardInterrupt, Exception) as exc:
+            if raised_by_ctrl_c(exc):
+                self.setup.executor.kill_all()
+                return Interrupted(
+                    f"interrupted during the re-judge (the run had ended: {outcome.status}: {outcome})"
+                )
             self.record(ErrorEvent(where="redteam re-judge", message=f"{type(exc).__name__}: {exc}"))
+        return outcome
 
     def sanitize(self, job: KernelJob) -> SanitizerReport | None:
         """The sanitizer's report where it runs here (the run's own, or a fresh probe), else None."""

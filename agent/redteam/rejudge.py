@@ -68,9 +68,6 @@ class Rejudge:
         self.strict = strict_problem(problem)
         self.done: dict[str, RejudgeEvent] = {}
 
-    def all(self, events: list[Event]) -> list[RejudgeEvent]:
-        return [self.one(call) for call in benchmarked(events)]
-
     def one(self, call: ToolCallEvent) -> RejudgeEvent:
         assert call.kernel_path is not None
         code = (self.run_dir / call.kernel_path).read_text()

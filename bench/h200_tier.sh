@@ -3,8 +3,8 @@
 # every `gpu`-marked test once. Run it when a change touches timing, workers or guards; the gate
 # (bench/h200_gate.sh) is the short check of the default path.
 #
-#   PART=1 bash bench/h200_gpu_tests.sh     # tests/adversarial/gpu: exploits and faults
-#   PART=2 bash bench/h200_gpu_tests.sh     # every other gpu-marked test (evaluator, replay of the best, ...)
+#   PART=1 bash bench/h200_tier.sh     # tests/adversarial/gpu: exploits and faults
+#   PART=2 bash bench/h200_tier.sh     # every other gpu-marked test (evaluator, replay of the best, ...)
 #
 # Ends with `PART N: P passed, F failed` (F counts errors and a suite cut by its limit). Logs in $OUT
 # (default /tmp/gpu_tests): gpu_tests_N.txt (pytest -v with --durations=0), gpu_durations.txt (each test's
@@ -15,7 +15,7 @@ PART=${PART:?PART=1 or PART=2}
 OUT=${OUT:-/tmp/gpu_tests}; mkdir -p "$OUT"
 LIMIT=${TIER_LIMIT:-540}
 exec > >(tee "$OUT/tier_$PART.txt") 2>&1
-. bench/h200_setup.sh
+. bench/h200_lib.sh && h200_setup
 machine_facts
 step_done install
 

@@ -15,7 +15,7 @@ fatbinary) and the harness's compiler-shim records where present. A probe proces
 torch`, the cache-hit load_inline (its build part) and the module import, and the first CUDA call where a
 GPU exists.
 
-Usage: python bench/latency.py --json OUT.json [--runs 3] [--candidate FILE] [--cache DIR] [--label L]
+Usage: python bench/compile_latency.py --json OUT.json [--runs 3] [--candidate FILE] [--cache DIR] [--label L]
 """
 
 from __future__ import annotations

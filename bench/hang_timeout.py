@@ -1,7 +1,7 @@
 """A C++ kernel that never returns on problems/selective_scan_cpu.yaml: seconds to a verdict, and the next
 candidate evaluates normally. A benchmark, not a test.
 
-    python -m bench.hang_cpu [--json OUT]
+    python -m bench.hang_timeout [--json OUT]
 """
 
 from __future__ import annotations

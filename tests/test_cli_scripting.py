@@ -1,5 +1,5 @@
-"""The CLI for scripts: `--json` on every subcommand (the fields the README names), `agent --version`,
-`agent run`'s exit codes (the README's table, and real scripted runs that stop each way), `agent check`
+"""The CLI for scripts: `--json` on every subcommand (the fields docs/scripting.md names), `agent --version`,
+`agent run`'s exit codes (docs/scripting.md's table, and real scripted runs that stop each way), `agent check`
 without a GPU, and runs found under `--runs-dir` or $KERNEL_AGENT_RUNS.
 
 The runs are real processes on tests/problems/scan_tiny_playback.yaml; the one that evaluates a kernel
@@ -84,8 +84,8 @@ def test_version_names_the_package_and_the_harness_commit(capsys: pytest.Capture
 
 
 def readme_exit_codes() -> dict[int, list[str]]:
-    """The README's "Exit codes" table: code -> the exit statuses its row names."""
-    section = (REPO / "README.md").read_text().split("### Exit codes", 1)[1].split("\n#", 1)[0]
+    """docs/scripting.md's "Exit codes" table: code -> the exit statuses its row names."""
+    section = (REPO / "docs" / "scripting.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| (\d+) \|(.*)\|$", section, flags=re.MULTILINE)
     return {int(code): re.findall(r"`([A-Za-z]+)`", rest.rsplit("|", 1)[-1]) for code, rest in rows}
 
@@ -130,7 +130,7 @@ def playback_problem(tmp_path: Path, steps: list[dict]) -> Path:
 
 
 def ended_run(done: subprocess.CompletedProcess[str]) -> tuple[dict, RunSummary]:
-    """The run's --json object (the fields the README names), checked against its summary.json."""
+    """The run's --json object (the fields docs/scripting.md names), checked against its summary.json."""
     data = one_json_object(done.stdout)
     for field in RUN_FIELDS:
         assert field in data, field

@@ -83,7 +83,7 @@ def test_version_names_the_package_and_the_harness_commit(capsys: pytest.Capture
 # --- the exit-code table ----------------------------------------------------------------------------------
 
 
-def readme_exit_codes() -> dict[int, list[str]]:
+def documented_exit_codes() -> dict[int, list[str]]:
     """docs/scripting.md's "Exit codes" table: code -> the exit statuses its row names."""
     section = (REPO / "docs" / "scripting.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| (\d+) \|(.*)\|$", section, flags=re.MULTILINE)
@@ -94,8 +94,8 @@ def every_exit() -> list[type[exits.AgentExit]]:
     return exits.AgentExit.__subclasses__()
 
 
-def test_the_readme_table_is_the_code() -> None:
-    table = readme_exit_codes()
+def test_the_documented_exit_code_table_is_the_code() -> None:
+    table = documented_exit_codes()
     assert sorted(table) == [0, 1, 2, 3, 4, 5, 6, 130]
     named = {status for statuses in table.values() for status in statuses}
     assert named == {cls.__name__ for cls in every_exit()}, "every way a run ends has a row"

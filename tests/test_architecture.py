@@ -130,7 +130,7 @@ MIMICS_A_WORKER = {
 def test_nothing_outside_tools_imports_its_internals() -> None:
     """agent/, bench/ and problems/ reach tools/ through its public names (`internal` says which). Tests
     may import internals: they test them where they live. Not checked: source handed to a fresh
-    interpreter as a string (bench/latency.py's probe imports the builder as a worker would); allowed:
+    interpreter as a string (bench/compile_latency.py's probe imports the builder as a worker would); allowed:
     `MIMICS_A_WORKER`."""
     found = [
         f"{path} imports {mod}"

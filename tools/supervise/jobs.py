@@ -92,7 +92,7 @@ class Job:
         self.cleanup()
 
 
-# The user's build-cache settings the worker needs (see README, "Compile latency and the build cache").
+# The user's build-cache settings the worker needs (see docs/builds.md).
 BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
 
 

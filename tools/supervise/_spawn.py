@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
 from tools.supervise import _toolchain as toolchain
+from tools.secret_env import without_secrets
 from tools.supervise import isolation
 from tools.supervise.timeline import tell
 from tools.wire import WorkerMessage, parse_worker_message
@@ -81,7 +82,8 @@ def child_env(
 ) -> dict[str, str]:
     """The child's whole environment: the allowlist, its own HOME/TMPDIR, and the harness on its path
     (`harness`: the job's snapshot of the harness package, so files changed on disk later have no effect)."""
-    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    parent = without_secrets()  # and no allowlisted variable that carries a secret's value either
+    env = {k: parent[k] for k in ENV_ALLOWLIST if k in parent}
     cuda_home = toolchain.cuda_home()
     if cuda_home:
         env["CUDA_HOME"] = cuda_home
@@ -93,7 +95,7 @@ def child_env(
         TMPDIR=str(workdir / "tmp"),
         # The harness's own import path (e.g. wheels unpacked beside the image's Python): no secrets in it.
         PYTHONPATH=os.pathsep.join(
-            [str(harness or HARNESS_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+            [str(harness or HARNESS_ROOT), *filter(None, parent.get("PYTHONPATH", "").split(os.pathsep))]
         ),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",

@@ -138,7 +138,7 @@ def test_agent_bench_with_containment_off_leaks_no_secret_of_the_harness(tmp_pat
     kernel = tmp_path / "snoop.py"
     kernel.write_text(snoop_candidate())
     problem = str(TESTS / "problems" / "scan_tiny.yaml")
-    done = agent(tmp_path, "bench", problem, str(kernel), "--json", KERNEL_AGENT_ISOLATION="group")
+    done = agent(tmp_path, "bench", problem, str(kernel), "--json", KERNEL_AGENT_ISOLATION="process_group")
     text = done.stdout + done.stderr
     files = [int(w.split("=")[1]) for w in text.split() if w.startswith("files=")]
     assert files, text[-3000:]

@@ -110,6 +110,8 @@ def playback_problem(tmp_path: Path) -> Path:
     reference = (REPO / "problems" / "selective_scan" / "reference.py").resolve()
     spec = spec.replace("../../problems/selective_scan/reference.py", str(reference))
     spec = spec.replace("name: scan_tiny_playback", "name: snoop")
+    spec = spec.replace("trajectory: scan_tiny_playback/", "trajectory: snoop/")
+    assert "trajectory: snoop/trajectory.yaml" in spec, "scan_tiny_playback.yaml changed: update this test"
     problem = tmp_path / "problems" / "snoop.yaml"
     (problem.parent / "snoop").mkdir(parents=True)
     problem.write_text(spec)

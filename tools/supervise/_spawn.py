@@ -154,6 +154,7 @@ class ChildOutcome:
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
     fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
     timeout_reason: str = ""  # which bound ran out (tools/supervise/watchdog.py)
+    cache_tampering: list[str] = field(default_factory=list)  # what it changed in the build cache (dropped)
 
     def first(self, kind: type[M]) -> M | None:
         """The first message of this type, if one came."""

@@ -33,7 +33,7 @@ namespaces = pytest.mark.skipif(
     reason="this machine refuses PID or network namespaces (needs root or user namespaces)",
 )
 
-ATTEMPTS = r'''
+ATTEMPTS = r"""
 import ctypes, json, os
 _libc = ctypes.CDLL(None, use_errno=True)
 def _native(op, *paths):
@@ -72,7 +72,7 @@ def _attack(where):
         seen[f"{label}:python"] = _python(op, *paths)
     print(f"ATTEMPTS-{where} " + json.dumps(seen), flush=True)
 _attack("import")
-'''
+"""
 
 
 def attacker(targets: dict[str, list[str]]) -> str:
@@ -123,7 +123,9 @@ def places(tmp_path: Path) -> Iterator[dict[str, Path]]:
     problem.mkdir()
     spec = (TESTS / "problems" / "scan_tiny.yaml").read_text()
     (problem / "reference.py").write_text((REPO / "problems" / "selective_scan" / "reference.py").read_text())
-    (problem / "scan_tiny.yaml").write_text(spec.replace("../../problems/selective_scan/reference.py", "reference.py"))
+    (problem / "scan_tiny.yaml").write_text(
+        spec.replace("../../problems/selective_scan/reference.py", "reference.py")
+    )
     repo_file = REPO / f".candidate-writes-probe-{os.getpid()}"
     repo_file.write_text("the repo's own file\n")
     yield {"run": run, "problem": problem, "repo_file": repo_file}
@@ -174,7 +176,11 @@ def test_a_candidate_cannot_alter_what_the_harness_keeps(
     assert result.workers == path
 
     seen = _attempts(result)
-    refused = {k: v for k, v in seen.items() if k.endswith(":native") and not k.startswith(("other", "evict", "objects"))}
+    refused = {
+        k: v
+        for k, v in seen.items()
+        if k.endswith(":native") and not k.startswith(("other", "evict", "objects"))
+    }
     assert refused == dict.fromkeys(refused, EROFS)  # the mounts: read-only everywhere but its own job
     assert all(v != 0 for k, v in seen.items() if k.endswith(":python"))  # the guard refused first
     assert seen["other_so:native"] == 0  # ... the cache's overlay took it, into the job's staging only

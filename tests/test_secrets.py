@@ -23,7 +23,7 @@ import pytest
 
 from tests.adversarial.candidates import with_module_code
 from tests.helpers import REPO, TESTS
-from tools.secret_env import looks_secret, secret_values, without_secrets, withheld
+from tools.secret_env import looks_secret, secret_values, withheld, without_secrets
 
 TAG = uuid.uuid4().hex[:10]
 CANARIES = {
@@ -36,7 +36,7 @@ CANARIES = {
 }
 CONTROL = f"xterm-CANARY-{TAG}-control"  # TERM is allowlisted: this one reaches the candidate
 
-SNOOP = r'''
+SNOOP = r"""
 import os, re, sys
 _PATTERN = re.compile(rb"[A-Za-z0-9_.-]*CANARY[A-Za-z0-9_.-]*")
 def _snoop(where):
@@ -59,7 +59,7 @@ def _snoop(where):
         fh.write(line)
     return line
 _snoop("import")
-'''
+"""
 
 
 def snoop_candidate() -> str:
@@ -161,7 +161,9 @@ def test_agent_run_leaks_no_secret(tmp_path: Path) -> None:
 def test_agent_suite_leaks_no_secret(tmp_path: Path) -> None:
     problem = playback_problem(tmp_path)
     runs = tmp_path / "runs"
-    done = agent(tmp_path, "suite", str(problem), "--model", "scripted", "--max-turns", "3", "--runs-dir", str(runs))
+    done = agent(
+        tmp_path, "suite", str(problem), "--model", "scripted", "--max-turns", "3", "--runs-dir", str(runs)
+    )
     events = "".join(p.read_text() for p in runs.rglob("events.jsonl"))
     assert "SNOOP-forward files=" in events, done.stdout[-2000:] + done.stderr[-2000:]
     assert_no_canary(done, tmp_path)
@@ -170,7 +172,9 @@ def test_agent_suite_leaks_no_secret(tmp_path: Path) -> None:
 def test_agent_run_on_ray_leaks_no_secret(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     problem = playback_problem(tmp_path)
-    done = agent(tmp_path, "run", str(problem), "--model", "scripted", "--max-turns", "3", "--executor", "ray")
+    done = agent(
+        tmp_path, "run", str(problem), "--model", "scripted", "--max-turns", "3", "--executor", "ray"
+    )
     events = "".join(p.read_text() for p in (tmp_path / "runs").rglob("events.jsonl"))
     assert "SNOOP-forward files=" in events, done.stdout[-2000:] + done.stderr[-2000:]
     assert_no_canary(done, tmp_path)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
-from tools.supervise import _toolchain as toolchain
 from tools.secret_env import without_secrets
+from tools.supervise import _toolchain as toolchain
 from tools.supervise import isolation
 from tools.supervise.timeline import tell
 from tools.wire import WorkerMessage, parse_worker_message

@@ -190,6 +190,8 @@ def test_a_candidate_cannot_alter_what_the_harness_keeps(
     for name in ("other_ext-0123456789abcdef0123", ".evict.lock", "other_obj-0123456789"):
         assert name in flags["cache_tampering"]
     assert result.status == "incorrect"
+    assert result.compile is not None
+    assert "cache_tampering" in result.compile.message  # what the compile tool would say too
     assert snapshot(*kept) == before  # nothing the harness keeps was altered
     assert not (cache / "other_ext-stolen").exists()
     assert (other / "other_ext.so").read_bytes() == b"\x7fELF honest"

@@ -48,7 +48,14 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
 
 @pytest.mark.parametrize(
     "module",
-    ["tools/problem.py", "tools/results.py", "tools/wire.py", "tools/orders.py", "tools/toolspec.py"],
+    [
+        "tools/problem.py",
+        "tools/results.py",
+        "tools/wire.py",
+        "tools/orders.py",
+        "tools/toolspec.py",
+        "tools/secret_env.py",
+    ],
 )
 def test_shared_data_modules_belong_to_no_zone(module: str) -> None:
     mods = imported_modules(REPO / module)

@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tools.secret_env import hide_own_environ
+
+    # Keys stay in os.environ for the providers, out of /proc/<pid>/environ and of what this starts.
+    for refused in hide_own_environ():
+        print(f"kernel-agent: secrets not hidden from other processes: {refused}", file=sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -4,7 +4,7 @@ at the problem's smallest correctness case. Each fault candidate is 01_naive_fus
 correct; under it the fault is a flag naming the kernel, and the verdict is incorrect. The honest 01 comes
 out clean under every tool.
 
-Run on the H200 (PART=1 of bench/h200_gpu_tests.sh runs this folder); skipped without a CUDA device, and
+Run on the H200 (PART=1 of bench/h200_tier.sh runs this folder); skipped without a CUDA device, and
 with a reason where compute-sanitizer cannot run (gVisor's GPU: "Device not supported").
 """
 

@@ -7,7 +7,7 @@ playback), `agent suite`, `agent run --executor ray`, and `agent bench` with con
 
 The tests can fail: the candidate's report is seen in the logs each time (its marker), and a canary in an
 allowlisted variable (TERM), which does reach the candidate, is found and surfaced by it (the control).
-The red-team path (`agent redteam`) reuses `agent run`'s loop; it has no test here yet.
+`agent redteam` too: its loop is `agent run`'s, and its re-judge evaluates the candidate again.
 """
 
 from __future__ import annotations
@@ -165,6 +165,26 @@ def test_agent_suite_leaks_no_secret(tmp_path: Path) -> None:
         tmp_path, "suite", str(problem), "--model", "scripted", "--max-turns", "3", "--runs-dir", str(runs)
     )
     events = "".join(p.read_text() for p in runs.rglob("events.jsonl"))
+    assert "SNOOP-forward files=" in events, done.stdout[-2000:] + done.stderr[-2000:]
+    assert_no_canary(done, tmp_path)
+
+
+def test_agent_redteam_leaks_no_secret(tmp_path: Path) -> None:
+    """The red-team loop, and its stricter re-judge, which benchmarks the snooping candidate again."""
+    problem = playback_problem(tmp_path)
+    trajectory = problem.parent / "snoop" / "trajectory.yaml"
+    done = agent(
+        tmp_path,
+        "redteam",
+        str(problem),
+        "--model",
+        "scripted",
+        "--trajectory",
+        str(trajectory),
+        "--max-turns",
+        "3",
+    )
+    events = "".join(p.read_text() for p in (tmp_path / "runs").rglob("events.jsonl"))
     assert "SNOOP-forward files=" in events, done.stdout[-2000:] + done.stderr[-2000:]
     assert_no_canary(done, tmp_path)
 

@@ -351,43 +351,61 @@ _SANITIZER_CPP = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 
-extern "C" int adv_san_launch(int which, const float* x, long long n, float* sink, cudaStream_t stream);
+extern "C" int adv_san_launch(int which, const float* x, long long n, long long past, float* sink,
+                              cudaStream_t stream);
 
-void fault(int64_t which, torch::Tensor x, torch::Tensor sink) {
+// `past`: for the out-of-bounds read, how many floats past the end of x it reads (1: the first one after).
+void fault_past(int64_t which, torch::Tensor x, int64_t past, torch::Tensor sink) {
   TORCH_CHECK(x.is_cuda() && sink.is_cuda() && sink.numel() >= 256, "fault: CUDA tensors, a sink of 256");
-  const int err = adv_san_launch((int)which, x.data_ptr<float>(), x.numel(), sink.data_ptr<float>(),
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "fault: a contiguous float32 x");
+  const int err = adv_san_launch((int)which, x.data_ptr<float>(), x.numel(), past, sink.data_ptr<float>(),
                                  c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == 0, "fault launch failed: ", cudaGetErrorString((cudaError_t)err));
 }
+
+void fault(int64_t which, torch::Tensor x, torch::Tensor sink) { fault_past(which, x, 1, sink); }
 """
 
 
 def sanitizer_fault(kind: str) -> str:
     """01 with one more kernel launched before its own (sanitizer_faults.cu): its results go to a scratch
     tensor nobody reads, so every case passes. One extension serves the four kinds."""
-    cu = SANITIZER_FAULTS_CU.read_text()
     operand = {
         # 63 floats, 252 bytes: the caching allocator's block holds 512, so the read past them is harmless
         # without the tool; under it the tensor is its own cudaMalloc of 252 bytes
         "oob_read": "torch.zeros(63, device=x.device)",
         "uninit_global": "torch.empty(64, device=x.device)",  # never written
     }.get(kind, "x")
-    src = with_module_code(
+    return honest_forward(
+        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
+        f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
+        src=_with_sanitizer_ext(),
+    )
+
+
+def read_past_the_end(tensor: str, past: int) -> str:
+    """01 reading the float `past` floats past the end of `tensor` ("x" or a weight, "self.A_log") into a
+    scratch tensor nobody reads (issue 52: what memcheck missed on an H100 at the real problem's sizes)."""
+    return honest_forward(
+        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
+        f"_san.fault_past({SANITIZER_FAULTS['oob_read']}, {tensor}, {past}, sink)",
+        src=_with_sanitizer_ext(),
+    )
+
+
+def _with_sanitizer_ext() -> str:
+    cu = SANITIZER_FAULTS_CU.read_text()
+    return with_module_code(
         f"_SAN_CU = r'''{cu}'''",
         f"_SAN_CPP = r'''{_SANITIZER_CPP}'''",
         "_san = load_inline(",
         '    name="adv_sanitizer_faults",',
         "    cpp_sources=_SAN_CPP,",
         "    cuda_sources=_SAN_CU,",
-        '    functions=["fault"],',
+        '    functions=["fault", "fault_past"],',
         '    extra_cuda_cflags=["-O3", "-lineinfo"],',
         "    no_implicit_headers=True,",
         ")",
-    )
-    return honest_forward(
-        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
-        f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
-        src=src,
     )
 
 

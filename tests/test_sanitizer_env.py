@@ -22,8 +22,10 @@ HELP = REPO / "tests" / "fixtures" / "sanitizer" / "help.txt"
 
 def reference_as_candidate() -> str:
     """The reference itself as ModelNew: no build, so the worker's one case takes seconds."""
-    return (REPO / "problems" / "selective_scan" / "reference.py").read_text().replace(
-        "class Model(", "class ModelNew("
+    return (
+        (REPO / "problems" / "selective_scan" / "reference.py")
+        .read_text()
+        .replace("class Model(", "class ModelNew(")
     )
 
 

@@ -22,7 +22,7 @@ import torch
 from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
-from tools.worker import build, fresh, guard, timing
+from tools.worker import build, fresh, guard, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.outputs import KeptWriter
@@ -39,6 +39,11 @@ TIMERS = {
     "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
     "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
+    "tools.worker.smem.poison_shared": (
+        smem,
+        "poison_shared",
+        smem.poison_shared,
+    ),  # not a clock: as easy to undo
     # The references the timing loop itself calls (a module global is as easy to replace as time.perf_counter).
     **{
         f"tools.worker.timing.{name}": (timing, name, getattr(timing, name))
@@ -50,6 +55,8 @@ TIMERS = {
             "_EVENT_SYNC",
             "_SYNCHRONIZE",
             "_CURRENT_STREAM",
+            "_RESET_L2",
+            "_L2_LIMIT",
         )
     },
 }
@@ -119,6 +126,7 @@ class Caller:
         if self.device == "cuda":
             poison = torch.full(self.out_shape, float("nan"), device="cuda")
             del poison  # its block goes back to the caching allocator still holding NaN
+            smem.poison_shared()  # and what a kernel reads of shared memory it never wrote is NaN too
 
     def __call__(self, args: list[Any]) -> object:
         """The candidate's output, whatever it is (`check_output` says whether it is a plain tensor)."""

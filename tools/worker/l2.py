@@ -39,7 +39,9 @@ def _mapped_runtimes() -> list[str]:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    paths = (line.split()[-1] for line in b"".join(chunks).decode(errors="replace").splitlines() if "/" in line)
+    paths = (
+        line.split()[-1] for line in b"".join(chunks).decode(errors="replace").splitlines() if "/" in line
+    )
     return list(dict.fromkeys(p for p in paths if "/libcudart.so" in p))
 
 
@@ -89,7 +91,7 @@ class L2Watch:
         self.set_aside = max(self.set_aside, set_aside_bytes(self.get_limit) or 0)
 
     def status(self) -> str:
-        """"ok" where every flush came after a successful reset, else what went wrong."""
+        """ "ok" where every flush came after a successful reset, else what went wrong."""
         if self.reset_fn is None:
             return "unavailable: no CUDA runtime with cudaCtxResetPersistingL2Cache in this process"
         if self.failed:

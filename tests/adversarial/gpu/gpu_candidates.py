@@ -412,3 +412,89 @@ def _with_sanitizer_ext() -> str:
 def sanitizer_faults() -> str:
     """The sanitizer fault candidates' one extension (for bench/prebuild.py: one build serves the four)."""
     return sanitizer_fault("oob_read")
+
+
+# --- issue 52's GPU exploit classes (test_gpu_guards.py): one extension, guards.cu ---------------------------
+
+GUARDS_CU = Path(__file__).resolve().parent / "guards.cu"
+SERVER_IDLE_NS = 20_000_000  # the server leaves 20 ms after the last call posted to it
+SERVER_MAX_NS = 2_000_000_000
+
+_GUARDS_CPP = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+extern "C" int adv_serve(long long idle_ns, long long max_ns);
+extern "C" int adv_persist_launch(const float* w, long long n, float* sink, cudaStream_t stream);
+extern "C" int adv_smem_leak_launch(float* z, long long n, cudaStream_t stream);
+
+static void ok(int err, const char* what) {
+  TORCH_CHECK(err == 0, what, " failed: ", cudaGetErrorString((cudaError_t)err));
+}
+
+void serve(int64_t idle_ns, int64_t max_ns) { ok(adv_serve(idle_ns, max_ns), "serve"); }
+
+void persist(torch::Tensor w, torch::Tensor sink) {
+  TORCH_CHECK(w.is_cuda() && w.is_contiguous() && w.scalar_type() == torch::kFloat32, "persist: float32 CUDA w");
+  ok(adv_persist_launch(w.data_ptr<float>(), w.numel(), sink.data_ptr<float>(),
+                        c10::cuda::getCurrentCUDAStream().stream()), "persist");
+}
+
+void smem_leak(torch::Tensor z) {
+  TORCH_CHECK(z.is_cuda() && z.is_contiguous() && z.scalar_type() == torch::kFloat32, "smem_leak: float32 CUDA z");
+  ok(adv_smem_leak_launch(z.data_ptr<float>(), z.numel(), c10::cuda::getCurrentCUDAStream().stream()), "smem_leak");
+}
+"""
+
+
+def _guards_ext_lines() -> tuple[str, ...]:
+    return (
+        f"_GUARDS_CU = r'''{GUARDS_CU.read_text()}'''",
+        f"_GUARDS_CPP = r'''{_GUARDS_CPP}'''",
+        "_guards = load_inline(",
+        '    name="adv_gpu_guards",',
+        "    cpp_sources=_GUARDS_CPP,",
+        "    cuda_sources=_GUARDS_CU,",
+        '    functions=["serve", "persist", "smem_leak"],',
+        '    extra_cuda_cflags=["-O3"],',
+        "    no_implicit_headers=True,",
+        ")",
+    )
+
+
+def _with_guards_ext() -> str:
+    return with_module_code(*_guards_ext_lines())
+
+
+def persistent_server() -> str:
+    """01, plus a kernel that stays resident across calls (GUIDE §2 row 25): each call posts to it, and it
+    leaves only 20 ms after the last post. 01's own work is done honestly; what is tested is whether a
+    kernel can outlive the call that posted to it without that call's clock seeing it."""
+    return honest_forward(f"_guards.serve({SERVER_IDLE_NS}, {SERVER_MAX_NS})", src=_with_guards_ext())
+
+
+def persisting_l2_weights() -> str:
+    """01, plus L2 set aside for persisting accesses and every weight read through a persisting window before
+    the projections (GUIDE §2 row 30): meant to find them in L2 on the next call, flush or not."""
+    return honest_forward(
+        "sink = torch.empty(1, device=x.device)  # scratch: written only on an impossible sum",
+        "for w in (self.proj_delta.weight, self.proj_B.weight, self.proj_C.weight, self.A_log):",
+        "    _guards.persist(w, sink)",
+        src=_with_guards_ext(),
+    )
+
+
+def uninitialised_shared_read() -> str:
+    """01 whose output has 0 × a word of shared memory nothing wrote added to it (GUIDE §2 row 27), read
+    first in forward: 0 where that word holds a finite leftover, NaN where it holds the harness's poison."""
+    return honest_forward(
+        "z = torch.empty(x.numel(), device=x.device)  # no kernel: z is written by the leak alone",
+        "_guards.smem_leak(z)",
+        after=("y = y + z.view_as(y)",),
+        src=_with_guards_ext(),
+    )
+
+
+def guards_extension_only() -> str:
+    """A module that builds only the guard candidates' extension (bench/prebuild.py, as for the faults')."""
+    return faults_extension_only().replace("\n".join(_faults_ext_lines()), "\n".join(_guards_ext_lines()))

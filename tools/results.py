@@ -172,6 +172,11 @@ class TimingStats(Model):
     l2_set_aside_bytes: int | None = Field(
         None, description="CUDA: the most L2 set aside for persisting accesses seen after any call (0: none)"
     )
+    late_writes: int | None = Field(
+        None,
+        description="timed calls whose output changed between the end of the call and the harness's read of it "
+        "(values at secret positions; tools/worker/late.py): work that finished on no clock",
+    )
 
     @property
     def host_was_busy(self) -> bool:

@@ -1,8 +1,9 @@
-"""What the judge reads from a CUDA timing loop's record of the device's own state (tools/worker/l2.py):
-persisting L2 lines, which a candidate can keep across the flush that should leave each call a cold cache
-(GUIDE §2 row 30). Nothing persists while no L2 is set aside; where a candidate set some aside and the loop
-could not reset persisting lines before every flush, its clock is not a cold cache's and the result goes the
-way of any other disagreement of the clocks (re-measured in a fresh worker, then `suspect`)."""
+"""What the judge reads from a timing loop's record beyond its clocks, each a disagreement of the clocks where
+it says the time is not the work's (re-measured in a fresh worker, then `suspect`, as any other):
+- outputs that changed after their call had ended (tools/worker/late.py): work finished on no clock;
+- persisting L2 lines (tools/worker/l2.py), which a candidate can keep across the flush that should leave
+  each call a cold cache (GUIDE §2 row 30). Nothing persists while no L2 is set aside; where a candidate set
+  some aside and the loop could not reset persisting lines before every flush, its time is a warm cache's."""
 
 from __future__ import annotations
 
@@ -20,6 +21,22 @@ def l2_disagreement(name: str, cand: TimingStats) -> str | None:
         f"persisting lines could not be reset before each flush ({cand.l2_reset}): lines kept across the flush "
         "make a warm-cache time; do not keep data resident in L2 between calls"
     )
+
+
+def late_disagreement(name: str, cand: TimingStats) -> str | None:
+    """Why this shape's outputs were finished off the clock, or None (tools/worker/late.py)."""
+    if not cand.late_writes:
+        return None
+    return (
+        f"{name}: the output of {cand.late_writes} of {cand.n} timed calls changed after the call had ended and "
+        "before the harness read it: work went on after the call (a thread, another stream, context or process "
+        "finishing it) on no clock; finish every write to the output inside forward, on its stream"
+    )
+
+
+def device_disagreement(name: str, cand: TimingStats) -> str | None:
+    """Why this shape's clock did not see all of its work or saw a warm cache, or None."""
+    return late_disagreement(name, cand) or l2_disagreement(name, cand)
 
 
 def l2_notes(timings: list[ShapeTiming]) -> list[str]:

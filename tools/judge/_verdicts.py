@@ -13,7 +13,7 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.compare import compare, compare_calls, constant_passes
 from tools.judge._calls import CallSchedule
-from tools.judge._device_guards import l2_disagreement, l2_notes
+from tools.judge._device_guards import device_disagreement, l2_notes
 from tools.judge._kept import Rechecker, Rechecks
 from tools.judge._plan import Plan, PlannedShape
 from tools.judge._ratio import speedup_interval
@@ -303,7 +303,7 @@ def timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> No
             f"{shape.name}: {cand.median_ms:.4f} ms is below the physical floor {shape.floor_ms} ms for this shape; "
             "the measured work cannot be the whole computation",
         )
-    if why := clock_disagreement(shape.name, cand) or l2_disagreement(shape.name, cand):
+    if why := clock_disagreement(shape.name, cand) or device_disagreement(shape.name, cand):
         verdicts.disagreements[shape.name] = why
 
 

@@ -25,6 +25,7 @@ from tools.wire import Channel
 from tools.worker import build, fresh, guard, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
+from tools.worker.late import LateWrites
 from tools.worker.outputs import KeptWriter
 from tools.worker.repeats import Repeats
 from tools.worker.state import carry_attributes
@@ -244,6 +245,7 @@ def run_timing(
     judge, kept = JudgeLink(channel, item.name), KeptWriter(item.out_path)
     current: dict[str, Any] = {}
     repeats = Repeats()
+    late = LateWrites()  # each timed output as its call ended, against the output when it is read
     tick = Ticker(channel, item.name)
 
     def settle_previous() -> None:
@@ -252,6 +254,7 @@ def run_timing(
             return
         check_output(current["out"])
         if current["timed"]:
+            late.check(current["out"])
             repeats.check(current["out"], fresh.shifts(base, current["offset"]))
         if judge.keep is not None and isinstance(current["out"], torch.Tensor):
             kept.keep(judge.keep, current["out"])
@@ -279,7 +282,10 @@ def run_timing(
         channel.send(wire.BatchBegin(name=item.name) if edge == "begin" else wire.BatchEnd(name=item.name))
 
     cfg = item.cfg.model_dump()
-    samples = measure(call, prepare, device=device, on_batch=on_batch, proceed=proceed, **cfg)
+    samples = measure(
+        call, prepare, device=device, on_batch=on_batch, proceed=proceed,
+        after_call=lambda i: late.snapshot(current["out"]), **cfg,
+    )  # fmt: skip
     if device == "cuda":
         torch.cuda.synchronize()
     check_output(current["out"])
@@ -292,7 +298,7 @@ def run_timing(
     kept.close(turn)  # the outputs kept for the float64 re-check, and their index; the turn given back
     done = wire.TimingDone(
         name=item.name,
-        stats=TimingStats.model_validate(samples.stats()),
+        stats=TimingStats.model_validate({**samples.stats(), "late_writes": late.late}),
         host_ms=samples.host_ms,
         device_ms=samples.device_ms,
         calls=caller.calls,

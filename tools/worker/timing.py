@@ -211,6 +211,7 @@ def measure(
     max_seconds: float,
     on_batch: Callable[[str], None] | None = None,
     proceed: Callable[[int, bool], bool] | None = None,
+    after_call: Callable[[int], None] | None = None,
 ) -> Samples:
     """Time `call(i)` after `prepare(i)`; both see the iteration index (warm-ups use negative ones).
 
@@ -218,7 +219,9 @@ def measure(
     clock, which no code in this process can reach, and compares that wall time with `batch_ms`.
     `proceed(i, wants_stop)`, asked before each timed call, decides whether call `i` happens: the loop's
     own rule (target spread, time, count) only proposes the stop (the candidate's judge extends the loop
-    past it to place its checks). Without it the rule decides, as for the reference."""
+    past it to place its checks). Without it the rule decides, as for the reference. `after_call(i)` runs as
+    soon as call `i` is issued and clocked: on CUDA after its end event is recorded, before the host waits for
+    it (what it queues runs on the call's stream, ahead of anything launched later; tools/worker/late.py)."""
     cuda = device == "cuda"
     l2 = L2Watch(_RESET_L2, _L2_LIMIT) if cuda else None
     flush = make_flusher(device, l2)
@@ -254,6 +257,8 @@ def measure(
             call(i)
             issued = _PERF_COUNTER()
             _record(end)
+            if after_call is not None:
+                after_call(i)
             _wait(end)
             end_done = _PERF_COUNTER()
             _sync()
@@ -269,6 +274,8 @@ def measure(
             h0 = _PERF_COUNTER()
             call(i)
             h1 = _PERF_COUNTER()
+            if after_call is not None:
+                after_call(i)
         host_ms.append((h1 - h0) * 1e3)
         i += 1
     batch_ms = (_PERF_COUNTER() - batch_start) * 1e3

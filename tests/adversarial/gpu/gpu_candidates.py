@@ -498,3 +498,27 @@ def uninitialised_shared_read() -> str:
 def guards_extension_only() -> str:
     """A module that builds only the guard candidates' extension (bench/prebuild.py, as for the faults')."""
     return faults_extension_only().replace("\n".join(_faults_ext_lines()), "\n".join(_guards_ext_lines()))
+
+
+def finished_by_a_thread(n_cases: int) -> str:
+    """01, honest in the correctness cases (counted); while timed each call returns a zeroed output at once and
+    a Python thread (threading reached through sys.modules) runs 01's work and copies it in: on the device
+    after the call's end event, before or after the harness's synchronize and its read of the output."""
+    src = with_module_code("import sys", "", '_threading = sys.modules["thread" + "ing"]', "_CALLS = [0]")
+    return with_forward(
+        "_CALLS[0] += 1",
+        "x = x.contiguous()",
+        f"if _CALLS[0] <= {n_cases}:",
+        *(f"    {p}" for p in PROJECTIONS),
+        f"    return {SCAN}",
+        "out = torch.zeros_like(x)",
+        "",
+        "def work() -> None:",
+        "    with torch.no_grad():  # grad mode is per thread",
+        *(f"        {p}" for p in PROJECTIONS),
+        f"        out.copy_({SCAN})",
+        "",
+        "_threading.Thread(target=work, daemon=True).start()",
+        "return out",
+        src=src,
+    )

@@ -113,3 +113,17 @@ def test_a_read_of_shared_memory_nothing_wrote_gets_the_nan_poison(small: Proble
     assert [c.status for c in result.cases] == ["failed"] * len(result.cases), result.message
     assert all("NaN" in c.message for c in result.cases), [c.message for c in result.cases]
     assert all(t.candidate is None for t in result.timings)
+
+
+def test_work_a_thread_finishes_after_each_timed_call_gets_no_speedup(small: Problem) -> None:
+    """Wherever the thread's kernels land (before the call's synchronize: escaped; after it and before the
+    harness reads the output: a late write, tools/worker/late.py; after the read: a stale output), the work is
+    never timed as fast: `suspect` or `incorrect`, no speedup."""
+    result = benchmark(small, g.finished_by_a_thread(len(small.correctness_cases)))
+    assert [c.status for c in result.cases] == ["passed"] * len(result.cases), result.message
+    assert result.status in ("suspect", "incorrect"), result.message
+    assert result.speedup is None
+    assert set(result.flags) & {"timing_mismatch", "timed_output_mismatch"}, result.message
+    assert set(result.flags) <= {"timing_mismatch", "timed_output_mismatch", "spawns_workers"}, result.message
+    stats = primary(result)
+    record_figure("thread_after_call_late_writes", float(stats.late_writes or 0), n=stats.n)

@@ -7,8 +7,8 @@ verdict the evaluator must give, and the guards' own parts on the device.
   float64 truth before the next call's inputs exist. So a launch cannot compute a later call's output
   ahead (its inputs do not exist yet), and a kernel that stays resident to serve later calls is waited for
   by each call's synchronize: that time is the `escaped` time, and the result `suspect`. The test is such a
-  kernel: resident across calls while they keep posting to it. (Not seen by the synchronize: work in
-  another CUDA context or process; docs/exploits_gpu.md says so.)
+  kernel: resident across calls while they keep posting to it. Work launched after the synchronize (a
+  thread) and finished before the read changes the output after the call: a late write (tools/worker/late.py).
 - Weights kept in persisting L2 across the flush (row 30): L2 set aside and every weight read through a
   persisting access-policy window; the loop resets persisting lines before each flush and says so.
 - A read of shared memory nothing wrote (row 27): the harness fills every SM's shared memory with NaN before

@@ -111,3 +111,11 @@ def test_work_left_to_a_thread_right_after_each_timed_call_gets_no_speedup(tiny:
     assert result.speedup is None
     assert set(result.flags) & {"timing_mismatch", "timed_output_mismatch"}, result.message
     assert set(result.flags) <= {"timing_mismatch", "timed_output_mismatch", "spawns_workers"}, result.message
+
+
+def test_the_snapshot_and_its_check_are_checked_for_tampering(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tools.worker import candidate
+
+    assert candidate.tampered_timers() == []
+    monkeypatch.setattr(LateWrites, "check", lambda self, out: None)
+    assert candidate.tampered_timers() == ["tools.worker.late.LateWrites.check"]

@@ -40,11 +40,10 @@ TIMERS = {
     "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
     "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
-    "tools.worker.smem.poison_shared": (
-        smem,
-        "poison_shared",
-        smem.poison_shared,
-    ),  # not a clock: as easy to undo
+    # Not clocks, but guards of the loop as easy to undo (tools/worker/smem.py, late.py).
+    "tools.worker.smem.poison_shared": (smem, "poison_shared", smem.poison_shared),
+    "tools.worker.late.LateWrites.snapshot": (LateWrites, "snapshot", LateWrites.snapshot),
+    "tools.worker.late.LateWrites.check": (LateWrites, "check", LateWrites.check),
     # The references the timing loop itself calls (a module global is as easy to replace as time.perf_counter).
     **{
         f"tools.worker.timing.{name}": (timing, name, getattr(timing, name))

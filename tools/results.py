@@ -164,6 +164,19 @@ class TimingStats(Model):
         "(Linux /proc/stat less the process's own CPU time; None elsewhere). At BUSY_ELSEWHERE or more the "
         "host was loaded: the result says so and such a reference median is not cached",
     )
+    l2_reset: str | None = Field(
+        None,
+        description='CUDA: "ok" where every flush followed a reset of persisting L2 lines '
+        "(cudaCtxResetPersistingL2Cache), else why not (unavailable, failed)",
+    )
+    l2_set_aside_bytes: int | None = Field(
+        None, description="CUDA: the most L2 set aside for persisting accesses seen after any call (0: none)"
+    )
+    late_writes: int | None = Field(
+        None,
+        description="timed calls whose output changed between the end of the call and the harness's read of it "
+        "(values at secret positions; tools/worker/late.py): work that finished on no clock",
+    )
 
     @property
     def host_was_busy(self) -> bool:

@@ -10,13 +10,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.figure_data import Figures
 from tools.kbfile import SizeValue
 
 CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crashed", "no_device"]
 BenchStatus = Literal[
     "ok",  # evaluated: correct and timed
     "incorrect",  # evaluated: some case failed or a disqualifying flag was raised
-    "suspect",  # evaluated: every output correct, but the clocks disagreed twice; no speedup, never the best
+    "suspect",  # evaluated: every output correct, but its timing is not trusted (clocks disagreed twice, or
+    # faster than the floor): no speedup, never the best
     "compile_error",
     "import_error",
     "timeout",
@@ -210,7 +212,21 @@ class ShapeFloor(Model):
         False,
         description="the GEMMs counted as fp32-accurate split products on tensor cores, not on fp32 units",
     )
+    uncertainty: float = Field(
+        0.0, description="how far below `ms` (a share of it) an honest median may land: the faster_than_floor bound"
+    )
     message: str = ""
+
+
+class LaunchFreeReference(Model):
+    """The reference without launch overhead (tools/worker/launch_free.py): its forward captured in a CUDA graph
+    and the replays timed (`graph`); where that cannot be, the eager reference stands in (`eager`), `note` says
+    why (a CPU problem, a capture that failed)."""
+
+    mode: Literal["graph", "eager"]
+    stats: TimingStats | None = Field(None, description="the replays' timing (mode graph)")
+    cached: bool = False
+    note: str = ""
 
 
 class ShapeTiming(Model):
@@ -223,10 +239,13 @@ class ShapeTiming(Model):
     reference_check: TimingStats | None = Field(
         None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
     )
-    speedup: float | None = None
+    speedup: float | None = Field(None, description="the headline speedup: the launch-free reference's median / yours")
     speedup_interval: tuple[float, float] | None = Field(
         None, description="95 % interval of the speedup from the two medians' spreads (tools/judge/_ratio.py)"
     )
+    launch_free: LaunchFreeReference | None = Field(None, description="None: a result from before it existed")
+    eager_speedup: float | None = Field(None, description="the eager reference's median (`reference`) / yours")
+    eager_interval: tuple[float, float] | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""
     floor: ShapeFloor | None = Field(None, description="speed-of-light floor (problems with a `floor`)")
@@ -298,7 +317,9 @@ class SanitizerReport(Model):
 class BenchResult(Model):
     status: BenchStatus
     correct: bool
-    speedup: float | None
+    speedup: float | None = Field(description="vs the launch-free reference; geomean over the timing shapes")
+    eager_speedup: float | None = Field(None, description="vs the eager reference; geomean over the shapes")
+    figures: Figures | None = Field(None, description="the headline and its figures (tools/figures.py)")
     flags: list[str] = Field(default_factory=list)
     flag_details: list[Flag] = Field(default_factory=list)
     message: str

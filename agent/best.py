@@ -140,8 +140,10 @@ class Standings:
         seen: set[str] = set()
         chosen = []
         for kernel in ranked:
-            near = kernel.rank >= RECHECK_WITHIN * best.rank if same_headline(kernel, best) else (
-                kernel.speedup >= RECHECK_WITHIN * best.speedup
+            near = (
+                kernel.rank >= RECHECK_WITHIN * best.rank
+                if same_headline(kernel, best)
+                else (kernel.speedup >= RECHECK_WITHIN * best.speedup)
             )
             if kernel.kernel_path not in seen and near:
                 seen.add(kernel.kernel_path)

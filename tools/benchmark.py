@@ -20,8 +20,8 @@ from tools.cache.peaks import host_peaks
 from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.envinfo import collect_env
-from tools.figures import figures_of, finish
 from tools.figure_data import Figures, format_metric
+from tools.figures import figures_of, finish
 from tools.floor import floor_text, with_floors
 from tools.host import timing_threads
 from tools.judge import _phases as phases
@@ -259,8 +259,10 @@ def figures_line(f: Figures) -> str:
         if f.metric == "floor_fraction"
         else "speedup (launch-free ref)"
     )
-    ref = "the reference replayed from a CUDA graph, no launch overhead" if f.reference_mode != "eager" else (
-        "here the eager one: " + (f.reference_note or "no graph")
+    ref = (
+        "the reference replayed from a CUDA graph, no launch overhead"
+        if f.reference_mode != "eager"
+        else ("here the eager one: " + (f.reference_note or "no graph"))
     )
     floor = "" if f.floor_status == "derived" else f"; {f.floor_note}"
     return (

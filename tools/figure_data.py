@@ -47,7 +47,9 @@ class Figures(BaseModel):
     value: float | None = None
     floor_status: FloorStatus = "no_floor"
     floor_note: str = Field("", description="why there is no floor, or what it was derived from")
-    floor_uncertainty: float | None = Field(None, description="the faster_than_floor allowance (share of the floor)")
+    floor_uncertainty: float | None = Field(
+        None, description="the faster_than_floor allowance (share of the floor)"
+    )
     floor_fraction: float | None = Field(None, description="geomean over the timing shapes")
     speedup: float | None = Field(None, description="vs the launch-free reference, geomean over the shapes")
     speedup_interval: tuple[float, float] | None = None
@@ -63,6 +65,9 @@ class Figures(BaseModel):
 
 
 def format_metric(metric: HeadlineMetric, value: float | None) -> str:
+    """`41%` of the floor; a speedup as the views write one: `125×`, `31.7×`, `3.10×`."""
     if value is None:
         return "n/a"
-    return f"{value * 100:.0f}%" if metric == "floor_fraction" else f"{value:.2f}×"
+    if metric == "floor_fraction":
+        return f"{value * 100:.0f}%"
+    return f"{value:.0f}×" if value >= 100 else f"{value:.1f}×" if value >= 10 else f"{value:.2f}×"

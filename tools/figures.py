@@ -78,7 +78,9 @@ def faster_than_floor(problem: Problem, timings: list[ShapeTiming]) -> list[str]
             continue
         stated = bounds.get(st.name)
         if stated is not None and cand.median_ms < stated:
-            why.append(f"{st.name}: {cand.median_ms:.4g} ms is below the spec's stated floor_ms {stated:g} ms")
+            why.append(
+                f"{st.name}: {cand.median_ms:.4g} ms is below the spec's stated floor_ms {stated:g} ms"
+            )
         f = st.floor
         if f is not None and f.ms is not None and cand.median_ms < f.ms * (1 - f.uncertainty):
             why.append(
@@ -98,7 +100,9 @@ def finish(problem: Problem, result: BenchResult) -> BenchResult:
     for st in result.timings:
         speedup, interval = launch_free_speedup(st)
         floor = with_floor_figures(st)
-        timings.append(st.model_copy(update={"speedup": speedup, "speedup_interval": interval, "floor": floor}))
+        timings.append(
+            st.model_copy(update={"speedup": speedup, "speedup_interval": interval, "floor": floor})
+        )
     update: dict[str, object] = {"timings": timings}
     why = faster_than_floor(problem, timings) if result.correct else []
     if why:
@@ -132,8 +136,11 @@ def shape_figures(st: ShapeTiming) -> ShapeFigures:
         device_interval=_interval(st),
         floor_ms=f.ms if f is not None else None,
         floor_fraction=f.fraction if f is not None else None,
-        faster_than_floor=f is not None and f.ms is not None and f.fraction is not None
-        and f.fraction * (1 - f.uncertainty) > 1 and f.uncertainty > 0,
+        faster_than_floor=f is not None
+        and f.ms is not None
+        and f.fraction is not None
+        and f.fraction * (1 - f.uncertainty) > 1
+        and f.uncertainty > 0,
         speedup=st.speedup,
         speedup_interval=st.speedup_interval,
         reference_mode=st.launch_free.mode if st.launch_free is not None else "eager",
@@ -145,7 +152,10 @@ def shape_figures(st: ShapeTiming) -> ShapeFigures:
 def floor_status(result: BenchResult) -> tuple[FloorStatus, str]:
     floors = [t.floor for t in result.timings if t.floor is not None]
     if not floors:
-        return "no_floor", "no floor: the problem's spec states no `floor:` (its work per call)"
+        return (
+            "no_floor",
+            "no floor: none in this result (the problem's spec states no `floor:`, its work per call)",
+        )
     missing = next((f.message for f in floors if f.ms is None), None)
     if missing is not None or len(floors) < len(result.timings):
         return "unavailable", f"no floor here: {missing or 'not derived for every timing shape'}"
@@ -163,7 +173,9 @@ def figures_of(result: BenchResult) -> Figures:
     fraction = geomean([s.floor_fraction for s in shapes]) if correct and status == "derived" else None
     speedup = geomean([s.speedup for s in shapes]) if correct else None
     modes = {s.reference_mode for s in shapes}
-    notes = dict.fromkeys(t.launch_free.note for t in result.timings if t.launch_free and t.launch_free.mode == "eager")
+    notes = dict.fromkeys(
+        t.launch_free.note for t in result.timings if t.launch_free and t.launch_free.mode == "eager"
+    )
     if any(t.launch_free is None for t in result.timings):
         notes[OLD_RESULT_NOTE] = None
     lows = [s.speedup_interval[0] if s.speedup_interval else None for s in shapes]

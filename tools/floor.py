@@ -72,7 +72,9 @@ def derived_floor(floor: Floor, timing: ShapeTiming, peaks: HostPeaks, correct: 
     try:
         return shape_floor(floor, timing.sizes, peaks, timing.candidate if correct else None)
     except (ValueError, ZeroDivisionError, OverflowError) as exc:
-        return ShapeFloor(flops=0.0, bytes=0.0, message=f"the floor cannot be derived at {timing.name}: {exc}")
+        return ShapeFloor(
+            flops=0.0, bytes=0.0, message=f"the floor cannot be derived at {timing.name}: {exc}"
+        )
 
 
 def floor_fraction(result: BenchResult) -> float | None:

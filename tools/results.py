@@ -213,7 +213,8 @@ class ShapeFloor(Model):
         description="the GEMMs counted as fp32-accurate split products on tensor cores, not on fp32 units",
     )
     uncertainty: float = Field(
-        0.0, description="how far below `ms` (a share of it) an honest median may land: the faster_than_floor bound"
+        0.0,
+        description="how far below `ms` (a share of it) an honest median may land: the faster_than_floor bound",
     )
     message: str = ""
 
@@ -239,12 +240,16 @@ class ShapeTiming(Model):
     reference_check: TimingStats | None = Field(
         None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
     )
-    speedup: float | None = Field(None, description="the headline speedup: the launch-free reference's median / yours")
+    speedup: float | None = Field(
+        None, description="the headline speedup: the launch-free reference's median / yours"
+    )
     speedup_interval: tuple[float, float] | None = Field(
         None, description="95 % interval of the speedup from the two medians' spreads (tools/judge/_ratio.py)"
     )
     launch_free: LaunchFreeReference | None = Field(None, description="None: a result from before it existed")
-    eager_speedup: float | None = Field(None, description="the eager reference's median (`reference`) / yours")
+    eager_speedup: float | None = Field(
+        None, description="the eager reference's median (`reference`) / yours"
+    )
     eager_interval: tuple[float, float] | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""

@@ -100,7 +100,9 @@ class TimedKernel(BaseModel):
 
     turn: int
     kernel_path: str = Field(description="the candidate's own file under kernels/, relative to the run dir")
-    speedup: float = Field(description="vs the launch-free reference (geomean over shapes); older logs: eager")
+    speedup: float = Field(
+        description="vs the launch-free reference (geomean over shapes); older logs: eager"
+    )
     median_ms: float = Field(description="its median at the primary timed shape")
     rse: float = Field(description="that median's relative standard error")
     floor_ms: float | None = Field(None, description="the primary shape's speed-of-light floor, where known")

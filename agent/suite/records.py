@@ -113,7 +113,9 @@ class SuiteSummary(BaseModel):
     correct: int
     correct_rate: float
     fast_p: list[FastP]
-    geomean_speedup: float | None = Field(description="launch-free, over the correct problems, ratios clipped")
+    geomean_speedup: float | None = Field(
+        description="launch-free, over the correct problems, ratios clipped"
+    )
     geomean_eager_speedup: float | None = Field(None, description="the same of the eager speedups")
     mean_floor_fraction: float | None = Field(None, description="over the correct problems with a floor")
     harness_errors: int

@@ -70,7 +70,9 @@ class ReferenceTimes:
         where an earlier failure in the same worker stopped it being tried)."""
         if found.mode == "graph" and not servable(found.stats) or "earlier capture" in found.note:
             return
-        self._write(f"{self.prefix}|{shape.name}|launch_free", lambda _old: found.model_dump(exclude={"cached"}))
+        self._write(
+            f"{self.prefix}|{shape.name}|launch_free", lambda _old: found.model_dump(exclude={"cached"})
+        )
 
     def windows(self, shape: TimingShape) -> list[float]:
         """The medians of the reference's last quiet windows at `shape` by a device's clock, oldest first."""

@@ -95,7 +95,8 @@ def reference_cached(problem: Problem, env: EnvInfo) -> bool:
     refs = ReferenceTimes(problem, env)
     graphs = problem.spec.device == "cuda"
     return all(
-        refs.get(t) is not None and (not graphs or refs.launch_free(t) is not None) for t in problem.spec.timing
+        refs.get(t) is not None and (not graphs or refs.launch_free(t) is not None)
+        for t in problem.spec.timing
     )
 
 

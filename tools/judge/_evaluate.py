@@ -189,7 +189,9 @@ def _remeasure(
         update={
             "status": status,
             "correct": status == "ok",
-            "speedup": primary.eager_speedup if status == "ok" and primary else None,  # tools/figures.py: the headline's
+            "speedup": primary.eager_speedup
+            if status == "ok" and primary
+            else None,  # tools/figures.py: the headline's
             "timings": timings,
             "flags": [f.name for f in flags],
             "flag_details": flags,

@@ -26,7 +26,9 @@ def launch_free_references(
         now = fresh.get(shape.name)
         if now is not None:
             refs.put_launch_free(shape, now)
-        found[shape.name] = now or refs.launch_free(shape) or LaunchFreeReference(mode="eager", note=NOT_TIMED)
+        found[shape.name] = (
+            now or refs.launch_free(shape) or LaunchFreeReference(mode="eager", note=NOT_TIMED)
+        )
     return found
 
 

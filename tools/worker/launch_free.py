@@ -25,7 +25,9 @@ from tools.worker import refmod
 from tools.worker.graphs import _call_without_syncs
 from tools.worker.timing import measure
 
-CPU_NOTE = "a CPU problem: its reference launches no device kernels, so the eager reference is the launch-free one"
+CPU_NOTE = (
+    "a CPU problem: its reference launches no device kernels, so the eager reference is the launch-free one"
+)
 BROKEN: list[str] = []  # why a capture failed in this process: none is tried again
 
 
@@ -45,7 +47,9 @@ def launch_free_timing(
     static = [v.clone() if isinstance(v, torch.Tensor) else v for v in refmod.to_device(sets[0], device)]
     warm = _call_without_syncs(model, static)
     if warm is None:
-        return eager("not captured: the reference's forward synchronises with the host (or returns no tensor)")
+        return eager(
+            "not captured: the reference's forward synchronises with the host (or returns no tensor)"
+        )
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph), torch.no_grad():
@@ -60,6 +64,19 @@ def launch_free_timing(
         return eager("not used: the graph's replay differs from the eager output (random numbers or "
                      "nondeterministic kernels)")  # fmt: skip
 
+    stats = _time_replays(graph, static, sets, device, cfg)
+    del graph, output, static
+    torch.cuda.empty_cache()  # the graph's pool: the truth server's memory goes back to its evaluations
+    return LaunchFreeReference(
+        mode="graph",
+        stats=stats,
+        note=f"the reference's forward replayed from a CUDA graph ({stats.n} replays)",
+    )
+
+
+def _time_replays(
+    graph: torch.cuda.CUDAGraph, static: list[Any], sets: list[list[Any]], device: str, cfg: LoopSettings
+) -> TimingStats:
     def prepare(i: int) -> None:  # the call's inputs into the graph's own: before the flush and the events
         for target, value in zip(static, sets[i % len(sets)], strict=True):
             if isinstance(target, torch.Tensor):
@@ -67,12 +84,7 @@ def launch_free_timing(
 
     def call(i: int) -> object:
         graph.replay()
-        return output
+        return None
 
     samples = measure(call, prepare, device=device, **cfg.model_dump())
-    stats = TimingStats.model_validate(samples.stats())
-    del graph, output, static
-    torch.cuda.empty_cache()
-    return LaunchFreeReference(
-        mode="graph", stats=stats, note=f"the reference's forward replayed from a CUDA graph ({stats.n} replays)"
-    )
+    return TimingStats.model_validate(samples.stats())

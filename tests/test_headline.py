@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 from rich.console import Console
 
 from agent.best import beats, timed_kernel
@@ -19,9 +20,11 @@ from tests.candidates import scan_variants
 from tools import benchmark
 from tools.benchmark import text as bench_text
 from tools.figures import FLOOR_MARGIN, PEAKS_ERROR, figures_of, finish, geomean
+from tools.orders import LoopSettings
 from tools.problem import Problem, ProblemError, load_problem
 from tools.results import BenchResult, LaunchFreeReference, ShapeFloor, ShapeTiming, TimingStats
 from tools.supervise import WarmPool
+from tools.worker.launch_free import CPU_NOTE, launch_free_timing
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = REPO / "tests" / "problems" / "scan_tiny.yaml"
@@ -92,7 +95,7 @@ def test_without_a_floor_the_launch_free_speedup_ranks_and_the_result_says_no_fl
         "speedup (launch-free ref)",
         "no_floor",
     )
-    assert f.floor_note.startswith("no floor: the problem's spec states no `floor:`")
+    assert f.floor_note.startswith("no floor: none in this result (the problem's spec states no `floor:`")
     assert (
         f.value == done.speedup == pytest.approx(30.0)
     )  # on a CPU the launch-free reference is the eager one
@@ -104,7 +107,7 @@ def test_without_a_floor_the_launch_free_speedup_ranks_and_the_result_says_no_fl
         == "benchmark CORRECT: speedup (launch-free ref) 30.00× (the headline), eager speedup 30.00×."
     )
     assert "Figures: the headline, which ranks kernels, is speedup (launch-free ref)" in text
-    assert "no floor: the problem's spec states no `floor:`" in text
+    assert "no floor: none in this result (the problem's spec states no `floor:`" in text
 
 
 def test_a_median_below_the_floor_beyond_its_uncertainty_is_suspect_and_never_the_best(
@@ -187,6 +190,12 @@ def test_a_floor_that_cannot_be_derived_is_refused_at_load(tmp_path: Path) -> No
         load_problem(tiny_with_floor(tmp_path, "-4*seq_len", "negative"))
     with pytest.raises(ProblemError, match="floor at timing.small: does not parse"):
         load_problem(tiny_with_floor(tmp_path, "4*(seq_len", "unparsed"))
+
+
+def test_on_a_cpu_the_launch_free_reference_is_the_eager_one_and_says_why() -> None:
+    cfg = LoopSettings(warmup=0, min_iters=3, max_iters=3, target_rse=0.1, max_seconds=1.0)
+    found = launch_free_timing(torch.nn.Identity(), [[torch.ones(3)]], "cpu", cfg)
+    assert (found.mode, found.stats, found.note) == ("eager", None, CPU_NOTE)
 
 
 @pytest.mark.slow

@@ -32,7 +32,7 @@ def _case_line(case: Case) -> str:
 
 
 def _shape_line(shape: TimingShape) -> str:
-    primary = " (primary: the speedup is measured here)" if shape.primary else ""
+    primary = " (primary: profiled here)" if shape.primary else ""
     return f"- {shape.name}: {_sizes(shape.sizes)}{primary}"
 
 

@@ -260,9 +260,9 @@ def figures_line(f: Figures) -> str:
         else "speedup (launch-free ref)"
     )
     ref = (
-        "the reference replayed from a CUDA graph, no launch overhead"
+        "the reference replayed from a CUDA graph (no launch overhead)"
         if f.reference_mode != "eager"
-        else ("here the eager one: " + (f.reference_note or "no graph"))
+        else f"the reference run eagerly ({f.reference_note or 'no graph'})"
     )
     floor = "" if f.floor_status == "derived" else f"; {f.floor_note}"
     return (

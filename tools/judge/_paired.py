@@ -1,7 +1,8 @@
 """The paired check: a cached reference median is used for a speedup only while the reference, timed again
 briefly in the same window as the candidate, agrees with it.
 
-A speedup divides the reference's median by the candidate's. The reference's comes from a cache (timing it
+The eager speedup (the headline divides the launch-free reference instead: tools/figures.py, docs/ranking.md)
+divides the reference's median by the candidate's. The reference's comes from a cache (timing it
 costs seconds), so it may have been measured under other conditions: the CPU demo on a busy 2-core machine
 reported 0.90× for a kernel that benches 1.7-2.0× later, and on the H200 the same reference ran at 54.5 ms
 on one host and 98.2 ms on another. After the candidate is timed, while the evaluation still holds the

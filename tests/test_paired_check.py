@@ -192,7 +192,9 @@ def timed_against_cache(tiny: Problem, warm: WarmPool, reference: TimingStats) -
     assert primary.candidate is not None
     primary.candidate = primary.candidate.model_copy(update={"median_ms": 25.0, "rse": 0.01})
     primary.reference, primary.reference_cached = reference, True
-    primary.speedup = primary.eager_speedup = reference.median_ms / 25.0  # on a CPU the launch-free is the eager
+    primary.speedup = primary.eager_speedup = (
+        reference.median_ms / 25.0
+    )  # on a CPU the launch-free is the eager
     return result.model_copy(update={"timings": timings, "speedup": primary.speedup, "notices": []})
 
 
@@ -203,7 +205,9 @@ def test_a_check_slowed_by_a_busy_host_leaves_the_cached_median_and_errs_low(
     candidate's device time did not move: dividing the check gave 208x where a quiet host gave 149x."""
     cached = stats(100.0)
     result = timed_against_cache(tiny, warm, cached)
-    settled = finish(tiny, settle(tiny, result, stats(180.0, busy=0.96)))  # the headline's figures: tools/figures.py
+    settled = finish(
+        tiny, settle(tiny, result, stats(180.0, busy=0.96))
+    )  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.reference_cached
@@ -255,7 +259,9 @@ def test_on_a_devices_clock_the_reference_is_the_median_of_its_quiet_windows(
     refs.add_window(tiny.primary, stats(60.0, clock="host"))  # nor a host-clock loop's
     assert refs.windows(tiny.primary)[-1:] == [120.0]
     refs.add_window(tiny.primary, stats(60.0))
-    settled = finish(tiny, settle(tiny, result, stats(90.0, busy=0.05)))  # the headline's figures: tools/figures.py
+    settled = finish(
+        tiny, settle(tiny, result, stats(90.0, busy=0.05))
+    )  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.candidate is not None

@@ -238,3 +238,28 @@ def test_an_honest_kernel_is_never_faster_than_its_floor_and_a_floor_it_cannot_b
     out = console.file.getvalue()  # type: ignore[attr-defined]
     assert "% of floor" in out
     assert "eager speedup" in out
+
+
+def test_the_launch_free_timing_is_cached_apart_from_the_eager_median_and_a_refusal_once(
+    tmp_path: Path,
+) -> None:
+    from tools.cache.reference_times import ReferenceTimes
+    from tools.results import EnvInfo
+
+    problem = load_problem(tiny_with_floor(tmp_path, name=f"cache_{tmp_path.name}"))
+    refs, shape = ReferenceTimes(problem, EnvInfo(gpu="test GPU", torch="x")), problem.primary
+    assert refs.launch_free(shape) is None
+    refs.put_launch_free(
+        shape, LaunchFreeReference(mode="eager", note="not captured: an earlier capture failed")
+    )
+    assert refs.launch_free(shape) is None  # a worker's earlier failure: tried again elsewhere
+    graph = LaunchFreeReference(mode="graph", stats=stats(20.0), note="replayed")
+    refs.put_launch_free(shape, graph)
+    cached = ReferenceTimes(problem, EnvInfo(gpu="test GPU", torch="x")).launch_free(shape)
+    assert cached is not None
+    assert (cached.mode, cached.cached, cached.stats) == ("graph", True, graph.stats)
+    assert refs.get(shape) is None  # the eager median's entry is its own
+    refs.put_launch_free(shape, LaunchFreeReference(mode="graph", stats=stats(20.0, rse=0.5)))  # unsteady
+    kept = refs.launch_free(shape)
+    assert kept is not None
+    assert kept.stats == graph.stats

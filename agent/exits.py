@@ -1,7 +1,7 @@
 """Every way a run (or one trajectory of a parallel run) ends, as an exception: the loop raises one, its
 class name is the exit status written to the log, its message says why, `exit_code` is the CLI's.
 
-The process exit codes of `agent run` (README, "Exit codes"): each says why the run stopped. Whether a
+The process exit codes of `agent run` (docs/scripting.md): each says why the run stopped. Whether a
 stopped run holds a correct kernel is in its summary (`best_speedup`); only a run that stopped on its own
 (the model ended its turn) without one gets a code of its own, `NO_CORRECT_KERNEL`.
 """

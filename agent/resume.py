@@ -39,6 +39,8 @@ def resumable(run_dir: Path, problem_arg: str | None, model_arg: str | None) -> 
     events = read_events(run_dir)
     if info.config.parallel > 1 or info.config.executor != "local" or ran_trajectories(events):
         raise CannotResume(f"--resume {run_dir}: resuming a parallel or Ray run is not supported yet")
+    if info.config.mode == "redteam":  # its prompt and its re-judge are agent redteam's, not agent run's
+        raise CannotResume(f"--resume {run_dir}: a red-team run is not resumed; start a new `agent redteam`")
     problem = load_problem(problem_arg or info.config.problem_path)
     if problem.content_hash != info.problem_hash:
         raise CannotResume(

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU gate: one command on a bare H200, from the repo root (.whl carried: bench/h200_setup.sh). A change
+# The GPU gate: one command on a bare H200, from the repo root (.whl carried: see bench/h200_lib.sh's h200_setup). A change
 # to evaluation, workers, builds, timing or the loop is done only when this passes on the H200 after it.
 #
 #   bash bench/h200_gate.sh            (GATE_COMMIT=<sha> names the code in the log where .git is absent)
@@ -18,14 +18,14 @@
 # every later step's log, never by a cut that hides whether its checks passed. Ends with one line:
 #   PASSED: N passed, 0 failed      or      FAILED: N passed, M failed
 # Logs in $OUT (default /tmp/gate): gate.txt, gpu_tests.txt, gpu_durations.txt, gpu_failures.txt,
-# bench_best.json, run.txt, run.tar.gz (the run's folder), figures.jsonl. The whole GPU tier: bench/h200_gpu_tests.sh.
+# bench_best.json, run.txt, run.tar.gz (the run's folder), figures.jsonl. The whole GPU tier: bench/h200_tier.sh.
 set -uo pipefail
 START=$(date +%s)
 OUT=${OUT:-/tmp/gate}; mkdir -p "$OUT"
 RUNS=${GATE_RUNS:-/tmp/gate_runs}  # the scripted run's folder, packed into $OUT/run.tar.gz at the end
 LIMIT=${GATE_LIMIT:-300}  # the budget; GATE_LIMIT only to learn how far over it runs
 exec > >(tee "$OUT/gate.txt") 2>&1
-. bench/h200_setup.sh
+. bench/h200_lib.sh && h200_setup
 machine_facts
 step_done install
 

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # On the H200 (device tool), from the repo root, with .whl carried:
-#   KERNEL_AGENT_HARNESS_SHA=<sha> bash bench/h200_suite.sh
+#   GATE_COMMIT=<sha> bash bench/h200_suite.sh
 # The CUDA half of problems/kb_mini: its six CUDA solutions built in parallel (they land in the shared
 # build cache), judged with `agent suite --kernels`, then the same suite played back by the scripted
 # model (one run per problem, each benchmarking that solution), then the suite's GPU test. Each suite's
 # --json object and its folder come back in $OUT (suite_kernels.json, suite_scripted.json, *.tar.gz).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
-python3 -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-export PYTHONUNBUFFERED=1 KERNEL_AGENT_CACHE=/tmp/kacache MAX_JOBS=16 COLUMNS=160
-unset ANTHROPIC_API_KEY OPENAI_API_KEY
+START=$(date +%s)
+. bench/h200_lib.sh && h200_setup
+export COLUMNS=160
+machine_facts
 python3 - <<'PY'
 import concurrent.futures as cf
 from pathlib import Path

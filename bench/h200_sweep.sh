@@ -12,7 +12,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 START=$(date +%s)
-. bench/h200_setup.sh
+. bench/h200_lib.sh && h200_setup
 if [ "${REFWIN:-1}" = 1 ]; then
   timeout 150 python3 bench/reference_windows.py problems/selective_scan.yaml --windows 6 \
     --json "$OUT/reference_windows.json" 2>&1 | grep -v Warning > "$OUT/reference_windows.txt"

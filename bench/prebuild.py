@@ -29,7 +29,7 @@ def gpu_candidate_sources(*, gate_only: bool = False) -> dict[str, str]:
     # One per distinct extension, each alone: a candidate that loads two builds them one after the other.
     makers = (g.baseline, g.faults_extension_only)
     if not gate_only:
-        makers += (g.three_x_tf32, g.sanitizer_faults)
+        makers += (g.three_x_tf32, g.sanitizer_faults, g.guards_extension_only)
     return {f"gpu_candidates.{m.__name__}": m() for m in makers}
 
 

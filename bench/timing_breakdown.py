@@ -63,8 +63,8 @@ def instrument() -> None:
     candidate.JudgeLink.ask = clocked("judge_round_trip", candidate.JudgeLink.ask)  # type: ignore[method-assign]
     make = timing.make_flusher
 
-    def make_flusher(device: str) -> Callable[[], None]:
-        return clocked("flush", make(device), sync=True)
+    def make_flusher(device: str, l2: Any = None) -> Callable[[], None]:
+        return clocked("flush", make(device, l2), sync=True)
 
     timing.make_flusher = make_flusher  # type: ignore[assignment]
     to = torch.Tensor.to

@@ -48,7 +48,14 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
 
 @pytest.mark.parametrize(
     "module",
-    ["tools/problem.py", "tools/results.py", "tools/wire.py", "tools/orders.py", "tools/toolspec.py"],
+    [
+        "tools/problem.py",
+        "tools/results.py",
+        "tools/wire.py",
+        "tools/orders.py",
+        "tools/toolspec.py",
+        "tools/secret_env.py",
+    ],
 )
 def test_shared_data_modules_belong_to_no_zone(module: str) -> None:
     mods = imported_modules(REPO / module)
@@ -130,7 +137,7 @@ MIMICS_A_WORKER = {
 def test_nothing_outside_tools_imports_its_internals() -> None:
     """agent/, bench/ and problems/ reach tools/ through its public names (`internal` says which). Tests
     may import internals: they test them where they live. Not checked: source handed to a fresh
-    interpreter as a string (bench/latency.py's probe imports the builder as a worker would); allowed:
+    interpreter as a string (bench/compile_latency.py's probe imports the builder as a worker would); allowed:
     `MIMICS_A_WORKER`."""
     found = [
         f"{path} imports {mod}"

@@ -1,5 +1,5 @@
-"""The CLI for scripts: `--json` on every subcommand (the fields the README names), `agent --version`,
-`agent run`'s exit codes (the README's table, and real scripted runs that stop each way), `agent check`
+"""The CLI for scripts: `--json` on every subcommand (the fields docs/scripting.md names), `agent --version`,
+`agent run`'s exit codes (docs/scripting.md's table, and real scripted runs that stop each way), `agent check`
 without a GPU, and runs found under `--runs-dir` or $KERNEL_AGENT_RUNS.
 
 The runs are real processes on tests/problems/scan_tiny_playback.yaml; the one that evaluates a kernel
@@ -83,9 +83,9 @@ def test_version_names_the_package_and_the_harness_commit(capsys: pytest.Capture
 # --- the exit-code table ----------------------------------------------------------------------------------
 
 
-def readme_exit_codes() -> dict[int, list[str]]:
-    """The README's "Exit codes" table: code -> the exit statuses its row names."""
-    section = (REPO / "README.md").read_text().split("### Exit codes", 1)[1].split("\n#", 1)[0]
+def documented_exit_codes() -> dict[int, list[str]]:
+    """docs/scripting.md's "Exit codes" table: code -> the exit statuses its row names."""
+    section = (REPO / "docs" / "scripting.md").read_text().split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| (\d+) \|(.*)\|$", section, flags=re.MULTILINE)
     return {int(code): re.findall(r"`([A-Za-z]+)`", rest.rsplit("|", 1)[-1]) for code, rest in rows}
 
@@ -94,8 +94,8 @@ def every_exit() -> list[type[exits.AgentExit]]:
     return exits.AgentExit.__subclasses__()
 
 
-def test_the_readme_table_is_the_code() -> None:
-    table = readme_exit_codes()
+def test_the_documented_exit_code_table_is_the_code() -> None:
+    table = documented_exit_codes()
     assert sorted(table) == [0, 1, 2, 3, 4, 5, 6, 130]
     named = {status for statuses in table.values() for status in statuses}
     assert named == {cls.__name__ for cls in every_exit()}, "every way a run ends has a row"
@@ -130,7 +130,7 @@ def playback_problem(tmp_path: Path, steps: list[dict]) -> Path:
 
 
 def ended_run(done: subprocess.CompletedProcess[str]) -> tuple[dict, RunSummary]:
-    """The run's --json object (the fields the README names), checked against its summary.json."""
+    """The run's --json object (the fields docs/scripting.md names), checked against its summary.json."""
     data = one_json_object(done.stdout)
     for field in RUN_FIELDS:
         assert field in data, field

@@ -53,7 +53,7 @@ def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
 
 
 def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(gpu_tests: set[str]) -> None:
-    """bench/h200_gpu_tests.sh: PART=1 is tests/adversarial/gpu, PART=2 every other gpu-marked test."""
+    """bench/h200_tier.sh: PART=1 is tests/adversarial/gpu, PART=2 every other gpu-marked test."""
     part1 = collected("-m", "gpu", "tests/adversarial/gpu")
     part2 = collected("-m", "gpu", "tests", "--ignore=tests/adversarial/gpu")
     assert part1

@@ -14,7 +14,7 @@ from tools.cache import cache_root
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.figures import finish
 from tools.judge._paired import MIN_DRIFT, agrees, settle, slowed_by_host
-from tools.judge._ratio import speedup_interval
+from tools.judge._ratio import speedup_interval, too_wide
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
 from tools.supervise import WarmPool
@@ -58,6 +58,16 @@ def test_the_drift_between_two_windows_widens_the_interval_on_both_sides() -> No
     assert narrow[0] < 4.0 < narrow[1]
     assert wide[0] == pytest.approx(narrow[0] * math.exp(-0.08))
     assert wide[1] == pytest.approx(narrow[1] * math.exp(0.08))
+
+
+def test_a_median_near_zero_with_a_huge_spread_is_a_wide_interval_not_an_overflow() -> None:
+    """`agent redteam`'s warmup-detector (most timed calls return a stored output at once) made the evaluator
+    fail with OverflowError here: e^(1.96 x its spread) is past a float's range."""
+    ref, cand = stats(1000.0, clock="host"), stats(1e-4, rse=5e6, low=5e-5, high=1500.0, clock="host")
+    interval = speedup_interval(ref, cand)
+    assert interval is not None
+    assert all(math.isfinite(v) and v > 0 for v in interval)
+    assert too_wide(interval)
 
 
 def test_a_host_loop_slow_for_most_calls_widens_its_side_of_the_interval() -> None:

@@ -49,3 +49,14 @@ def test_a_run_driven_as_a_parallel_run_is_refused_even_with_one_trajectory(
         events.write(TrajectoryEvent(trajectory=1, action="started").model_dump_json() + "\n")
     with pytest.raises(CannotResume, match="parallel"):
         resumable(run_dir, None, None)
+
+
+def test_a_red_team_run_is_refused(tmp_path: Path, tiny: Problem) -> None:
+    """Its prompt and its re-judge are `agent redteam`'s: `agent run --resume` would continue it as a plain run."""
+    trajectory = tmp_path / "trajectory.yaml"
+    trajectory.write_text(yaml.safe_dump({"steps": [{"text": "Done."}]}))
+    config = RunConfig(problem_path=str(tiny.path), provider="scripted", model="scripted", mode="redteam")
+    log = create_log(tiny, ScriptedProvider(trajectory), config, tmp_path / "runs")
+    log.close()
+    with pytest.raises(CannotResume, match="red-team"):
+        resumable(log.dir, None, None)

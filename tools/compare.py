@@ -67,7 +67,8 @@ def compare(
         return CaseResult(
             status="failed",
             message=f"{int(bad.sum()):,} NaN/Inf values in the output, first at {_index(first, out.shape)} "
-            "(outputs are poisoned with NaN before each call: an element never written shows as NaN)",
+            "(outputs are poisoned with NaN before each call, and on a GPU shared memory too: an element never "
+            "written, or computed from shared memory the kernel never wrote, shows as NaN)",
             worst_index=_index(first, out.shape),
             mismatched=int(bad.sum()),
             **base,

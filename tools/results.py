@@ -17,8 +17,7 @@ CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crash
 BenchStatus = Literal[
     "ok",  # evaluated: correct and timed
     "incorrect",  # evaluated: some case failed or a disqualifying flag was raised
-    "suspect",  # evaluated: every output correct, but its timing is not trusted (clocks disagreed twice, or
-    # faster than the floor): no speedup, never the best
+    "suspect",  # evaluated: outputs correct, timing not trusted (clocks disagreed twice, faster than the floor)
     "compile_error",
     "import_error",
     "timeout",
@@ -166,6 +165,19 @@ class TimingStats(Model):
         "(Linux /proc/stat less the process's own CPU time; None elsewhere). At BUSY_ELSEWHERE or more the "
         "host was loaded: the result says so and such a reference median is not cached",
     )
+    l2_reset: str | None = Field(
+        None,
+        description='CUDA: "ok" where every flush followed a reset of persisting L2 lines '
+        "(cudaCtxResetPersistingL2Cache), else why not (unavailable, failed)",
+    )
+    l2_set_aside_bytes: int | None = Field(
+        None, description="CUDA: the most L2 set aside for persisting accesses seen after any call (0: none)"
+    )
+    late_writes: int | None = Field(
+        None,
+        description="timed calls whose output changed between the end of the call and the harness's read of it "
+        "(values at secret positions; tools/worker/late.py): work that finished on no clock",
+    )
 
     @property
     def host_was_busy(self) -> bool:
@@ -212,17 +224,13 @@ class ShapeFloor(Model):
         False,
         description="the GEMMs counted as fp32-accurate split products on tensor cores, not on fp32 units",
     )
-    uncertainty: float = Field(
-        0.0,
-        description="how far below `ms` (a share of it) an honest median may land: the faster_than_floor bound",
-    )
+    uncertainty: float = Field(0.0, description="share of `ms` a median may be below it (tools/figures.py)")
     message: str = ""
 
 
 class LaunchFreeReference(Model):
-    """The reference without launch overhead (tools/worker/launch_free.py): its forward captured in a CUDA graph
-    and the replays timed (`graph`); where that cannot be, the eager reference stands in (`eager`), `note` says
-    why (a CPU problem, a capture that failed)."""
+    """The reference's forward replayed from a CUDA graph, timed (tools/worker/launch_free.py); `eager`: the eager
+    reference stands in, `note` says why (a CPU problem, a capture that failed)."""
 
     mode: Literal["graph", "eager"]
     stats: TimingStats | None = Field(None, description="the replays' timing (mode graph)")
@@ -240,9 +248,7 @@ class ShapeTiming(Model):
     reference_check: TimingStats | None = Field(
         None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
     )
-    speedup: float | None = Field(
-        None, description="the headline speedup: the launch-free reference's median / yours"
-    )
+    speedup: float | None = Field(None, description="the launch-free reference's median / yours")
     speedup_interval: tuple[float, float] | None = Field(
         None, description="95 % interval of the speedup from the two medians' spreads (tools/judge/_ratio.py)"
     )

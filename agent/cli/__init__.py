@@ -17,7 +17,13 @@ import os
 import signal
 import sys
 
-COMMAND_MODULES = ["agent.cli.bench", "agent.cli.run", "agent.cli.suite", "agent.cli.view"]
+COMMAND_MODULES = [
+    "agent.cli.bench",
+    "agent.cli.run",
+    "agent.cli.redteam",
+    "agent.cli.suite",
+    "agent.cli.view",
+]
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
@@ -53,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tools.secret_env import hide_own_environ
+
+    # Keys stay in os.environ for the providers, out of /proc/<pid>/environ and of what this starts.
+    for refused in hide_own_environ():
+        print(f"kernel-agent: secrets not hidden from other processes: {refused}", file=sys.stderr)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -2,7 +2,7 @@
 
 `--resume RUN_DIR` continues a stopped or killed run from its log. `--parallel N` runs N trajectories at
 once (agent.parallel); `--executor ray` sends compiles and evaluations to a Ray cluster. The exit code
-says why the run stopped (agent.exits, README "Exit codes"); `--json` prints the run folder and its
+says why the run stopped (agent.exits, docs/scripting.md); `--json` prints the run folder and its
 summary as one JSON object on stdout (everything else goes to stderr, as always).
 """
 

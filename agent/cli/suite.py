@@ -117,7 +117,7 @@ def new_config(args: argparse.Namespace) -> tuple[SuiteConfig, list[Problem]]:
     if twice := sorted({n for n in names if names.count(n) > 1}):
         raise UsageError(f"two problems are named {', '.join(twice)}: a suite files results by name")
     gpus = suite_gpus(problems, args.gpus)
-    jobs = args.jobs or (2 * len(gpus) if gpus else max(1, cpu_cores() // 4))  # README: --jobs
+    jobs = args.jobs or (2 * len(gpus) if gpus else max(1, cpu_cores() // 4))  # docs/suites.md: --jobs
     config = SuiteConfig(
         mode="kernels" if args.kernels else "model",
         problems=[str(p.path) for p in problems],
@@ -343,7 +343,7 @@ def progress_line(what: str, problem: Problem, result: ProblemResult | None) -> 
 
 
 def suite_exit_code(data: SuiteData) -> int:
-    """130: interrupted, or problems still to run; 3: a harness error; else 0 (README, "Exit codes")."""
+    """130: interrupted, or problems still to run; 3: a harness error; else 0 (docs/scripting.md)."""
     if data.pending:
         return 130
     if any(r.outcome == "harness_error" for r in data.results):

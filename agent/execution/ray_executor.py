@@ -28,6 +28,7 @@ from agent.execution.executor import Executor, KernelJob
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult
+from tools.secret_env import hide_own_environ, withheld
 
 HARNESS_ROOT = Path(__file__).resolve().parents[2]  # agent/execution/ray_executor.py -> the repo
 PASSED_ENV = ("KERNEL_AGENT_CACHE", "KERNEL_AGENT_ISOLATION", "KERNEL_AGENT_HARNESS_SHA", "CUDA_HOME")
@@ -50,13 +51,14 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     if ray.is_initialized():
         return
     local = address is None
-    ray.init(
-        address=address,
-        num_cpus=num_cpus if local else None,
-        include_dashboard=False,
-        runtime_env=runtime_env(local),
-        log_to_driver=False,
-    )
+    with withheld():  # a local instance's processes start with no API key in their environment
+        ray.init(
+            address=address,
+            num_cpus=num_cpus if local else None,
+            include_dashboard=False,
+            runtime_env=runtime_env(local),
+            log_to_driver=False,
+        )
 
 
 def _task_record(started: float, payload: str) -> dict[str, Any]:
@@ -76,6 +78,7 @@ def remote_compile(problem_json: str, code: str) -> dict[str, Any]:
     """On a worker: one compile with the ordinary evaluator."""
     from agent.execution.executor import LocalEvaluator
 
+    hide_own_environ()  # a cluster's worker may hold keys of its own; in a PID namespace no candidate sees it
     started = time.time()
     result = LocalEvaluator().compile(Problem.model_validate_json(problem_json), code)
     return _task_record(started, result.model_dump_json())
@@ -85,6 +88,7 @@ def remote_evaluate(problem_json: str, code: str, seed: int | None) -> dict[str,
     """On a worker: one evaluation with the ordinary evaluator, on the GPU Ray gave this task (if any)."""
     from agent.execution.executor import LocalEvaluator
 
+    hide_own_environ()
     started = time.time()
     result = LocalEvaluator().evaluate(Problem.model_validate_json(problem_json), code, None, seed=seed)
     return _task_record(started, result.model_dump_json())

@@ -167,6 +167,38 @@ class TrajectoryEvent(BaseEvent):
     message: str = ""
 
 
+class AttackEvent(BaseEvent):
+    """Red team (`agent redteam`): the attack a candidate names in its `# attack: <name>: <line>` comment,
+    recorded after the tool call that ran it ("unnamed" where it names none)."""
+
+    event: Literal["attack"] = "attack"
+    turn: int
+    kernel_path: str
+    name: str
+    description: str = ""
+
+
+class RejudgeEvent(BaseEvent):
+    """Red team: one candidate's first verdict beside its stricter one (agent/redteam/rejudge.py).
+    `outcome`: `caught` (the first judgement rejected it), `caught on re-judge` (accepted first, rejected by
+    the stricter checks: a regression case was written to `case_dir`), `escaped` (accepted by both),
+    `harness error` (the evaluator itself failed on it: no verdict, a finding about the harness)."""
+
+    event: Literal["rejudge"] = "rejudge"
+    candidate_turn: int = Field(description="the turn that benchmarked it (the event itself is run-level)")
+    kernel_path: str
+    attack: str
+    first_status: str
+    first_flags: list[str] = Field(default_factory=list)
+    first_speedup: float | None = None
+    strict_status: str | None = Field(None, description="None: not re-judged (the first verdict rejected it)")
+    strict_flags: list[str] = Field(default_factory=list)
+    caught_by: str = Field("", description="which check rejected it, in words")
+    outcome: Literal["caught", "caught on re-judge", "escaped", "harness error"]
+    case_dir: str | None = Field(None, description="the regression case, relative to the run dir")
+    seconds: float = 0.0
+
+
 class RunEndEvent(BaseEvent):
     event: Literal["run_end"] = "run_end"
     exit_status: str
@@ -181,6 +213,8 @@ Event = Annotated[
     | ErrorEvent
     | LeaseEvent
     | TrajectoryEvent
+    | AttackEvent
+    | RejudgeEvent
     | RunEndEvent,
     Field(discriminator="event"),
 ]
@@ -222,6 +256,9 @@ class RunConfig(BaseModel):
     baselines: bool = Field(False, description="the best timed against the baselines at the end")
     sanitize: Literal["auto", "on", "off"] = Field(
         "off", description="new bests sanitized before they count: auto = where the sanitizer runs here"
+    )
+    mode: Literal["run", "redteam"] = Field(
+        "run", description="redteam: `agent redteam`, the model attacks the evaluator (agent/redteam/)"
     )
 
 

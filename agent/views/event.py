@@ -17,10 +17,12 @@ from rich.text import Text
 from agent import toolbox
 from agent.runlog.data import TurnData
 from agent.runlog.events import (
+    AttackEvent,
     BestEvent,
     ErrorEvent,
     Event,
     ModelCallEvent,
+    RejudgeEvent,
     ToolCallEvent,
     TrajectoryEvent,
     TurnEndEvent,
@@ -136,6 +138,12 @@ def render_event(
         yield best_view(event)
     elif isinstance(event, ErrorEvent):
         yield Text(f"error in {event.where}: {event.message}", style=BAD_STYLE)
+    elif isinstance(event, RejudgeEvent):  # run-level: the live display's line as each is re-judged
+        yield Text(f"re-judged {event.kernel_path} ({event.attack}): {event.outcome}", style="magenta")
+    elif isinstance(event, AttackEvent):
+        yield Text(
+            f"attack {event.name}" + (f": {event.description}" if event.description else ""), style="magenta"
+        )
 
 
 def live_view(event: Event, scripted: bool) -> RenderableType | None:

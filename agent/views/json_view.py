@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.runlog.data import RunData, TurnData
+from agent.runlog.events import RejudgeEvent
 from agent.runlog.reader import RunListing
 from agent.views.run import ShowOptions, select_turns
 
@@ -80,4 +81,7 @@ def show_json(run: RunData, opts: ShowOptions) -> dict[str, Any]:
         "selected_turns": [turn_json(turn) for turn in turns],
         "kernels": run.kernels if opts.code else {},
         "notes": run.notes,
+        "rejudged": [
+            e.model_dump(mode="json") for e in run.events if isinstance(e, RejudgeEvent)
+        ],  # red team
     }

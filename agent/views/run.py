@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.runlog.data import RunData, ToolUseBlock, TrajectoryData, TurnData
-from agent.runlog.events import BestEvent, Event, ToolCallEvent
+from agent.runlog.events import BestEvent, Event, RejudgeEvent, ToolCallEvent
 from agent.runlog.reader import RunListing
 from agent.views.event import render_event, turn_header
 from agent.views.fmt import (
@@ -38,6 +38,7 @@ from agent.views.fmt import (
     tokens_by_kind,
 )
 from agent.views.kernel import KernelShelf, source_view
+from agent.views.redteam import redteam_summary
 
 
 @dataclass(frozen=True)
@@ -225,6 +226,8 @@ def render_run(run: RunData, opts: ShowOptions | None = None) -> Group:
     end = run.run_end
     if end and (opts.turn is None or not chosen or chosen[-1] is turns[-1]):
         parts.append(Text(f"run ended: {end.exit_status}" + (f" ({end.message})" if end.message else "")))
+    if rejudged := [e for e in run.events if isinstance(e, RejudgeEvent)]:
+        parts += [Text(""), redteam_summary(rejudged)]
     parts += [Text(""), run_footer(run)]
     return Group(*parts)
 

@@ -169,3 +169,26 @@ def background_thread_every_call() -> str:
 
 def background_thread_while_timed(n_cases: int) -> str:
     return _deferred_thread(n_cases)
+
+
+def finished_just_after_return(n_honest_calls: int) -> str:
+    """Honest for the correctness cases (counted); while timed, each call returns a zeroed output at once and
+    a thread (threading reached through sys.modules) computes it and copies it in right after: done before
+    the harness reads the output after the judge's round trip, or not, but never on the clock."""
+    src = with_module_code("import sys", "", '_threading = sys.modules["thread" + "ing"]', "_CALLS = [0]")
+    return with_forward(
+        "_CALLS[0] += 1",
+        f"if _CALLS[0] <= {n_honest_calls}:",
+        *(f"    {ln}" for ln in COMPUTE),
+        "    return y",
+        "out = torch.zeros_like(x)",
+        "",
+        "def work() -> None:",
+        "    with torch.no_grad():  # grad mode is per thread",
+        *(f"        {ln}" for ln in COMPUTE),
+        "        out.copy_(y)",
+        "",
+        "_threading.Thread(target=work, daemon=True).start()",
+        "return out",
+        src=src,
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from tools.cache import cache_root
 from tools.results import EnvInfo, HostPeaks
+from tools.secret_env import without_secrets
 
 MEASURE_TIMEOUT_S = 180.0
 HARNESS_ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +62,7 @@ def measure_peaks(device: str, env: EnvInfo, threads: int | None = None) -> Host
             capture_output=True,
             text=True,
             timeout=MEASURE_TIMEOUT_S,
-            env={**os.environ, "PYTHONPATH": pythonpath},
+            env={**without_secrets(), "PYTHONPATH": pythonpath},  # trusted, but a key has no use there
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return HostPeaks(

@@ -8,7 +8,9 @@ or a precompiled header (`.objects/<key>/`, `.pch/<key>/`: it links the real hea
 small notes beside it go too). What cannot be an entry — a symlink, a device
 node (overlayfs's whiteouts: the worker's own evictions), a loose file, a folder the cache has already —
 is left behind and removed with the staging folder. An entry the job only used (its pin, its last-use time:
-overlayfs copies the folder up) marks that use on the real entry, for the cache's LRU order.
+overlayfs copies the folder up) marks that use on the real entry, for the cache's LRU order; one it changed
+(a file written, renamed, chmodded or deleted in it, or the entry itself deleted or moved) is `tampered`:
+the change is dropped with the staging folder, the real entry never saw it, and the judge flags it.
 
 What this cannot check is that a staged binary is what its recorded sources compile to: the worker built
 it. A candidate can stage, under its own key or another's, a binary of its choosing; whoever later loads
@@ -40,6 +42,25 @@ class Published:
     used: list[str] = field(default_factory=list)  # existing entries whose use was marked
     rejected: list[str] = field(default_factory=list)  # "<name>: why"
     removed: list[str] = field(default_factory=list)  # precompiled headers found unusable
+    tampered: list[str] = field(default_factory=list)  # "<entry>: what the worker changed" (all dropped)
+
+
+def _is_whiteout(path: Path) -> bool:
+    """overlayfs's mark of a lower file or folder the worker deleted or moved away: a 0/0 character device."""
+    st = path.lstat()
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _changes(staged: Path, real: Path) -> list[str]:
+    """What a worker changed in an existing cache entry, as its overlay copied it up: every file but its pin
+    (opening the pin copies it up), a deletion or move (a whiteout), or the folder's own permissions."""
+    changed = ["(permissions)"] if staged.lstat().st_mode != real.lstat().st_mode else []
+    for path in sorted(staged.rglob("*")):
+        rel = path.relative_to(staged)
+        if str(rel) == builds.PIN or path.is_dir() and not path.is_symlink():
+            continue
+        changed.append(f"{rel} (deleted or moved)" if _is_whiteout(path) else str(rel))
+    return changed
 
 
 def _only_plain_files(folder: Path, links_out: bool = False) -> str:
@@ -91,12 +112,34 @@ def publish_staged(upper: Path, cache: Path) -> Published:
                 _publish_marker(entry, target / entry.name, cache, done)
             elif not entry.name.startswith("."):  # .tmp, .objects, .pch, locks, .trash: not entries
                 _publish_entry(entry, target, kind, done)
+    done.tampered += _changed_cache_files(upper, cache)
     return done
+
+
+def _changed_cache_files(upper: Path, cache: Path) -> list[str]:
+    """The cache's own files and folders beside its entries (its locks, `.objects`, `.pch`) that the worker
+    deleted, moved, chmodded or wrote into. Opening a lock copies it up unchanged: that is no change."""
+    changed = []
+    for staged in sorted(upper.glob(".*")) if upper.is_dir() else []:
+        real = cache / staged.name
+        if not real.exists() or real.is_symlink() or staged.is_symlink():
+            continue
+        if _is_whiteout(staged):
+            changed.append(f"{staged.name}: deleted or moved")
+        elif staged.lstat().st_mode != real.lstat().st_mode:
+            changed.append(f"{staged.name}: (permissions)")
+        elif real.is_file() and staged.read_bytes() != real.read_bytes():
+            changed.append(f"{staged.name}: written")
+    return changed
 
 
 def _publish_entry(entry: Path, target: Path, kind: str, done: Published) -> None:
     final = target / entry.name
-    if final.is_dir():
+    if final.is_dir() and _is_whiteout(entry):
+        done.tampered.append(f"{entry.name}: deleted or moved")
+    elif final.is_dir() and not entry.is_symlink() and (changed := _changes(entry, final)):
+        done.tampered.append(f"{entry.name}: {', '.join(changed[:4])}" + (" ..." if len(changed) > 4 else ""))
+    elif final.is_dir():
         builds.touch(final)
         done.used.append(entry.name)
     elif why := _why_not(entry, kind):

@@ -25,6 +25,7 @@ from tools.host import timing_threads
 from tools.judge._plan import timing_cfgs
 from tools.problem import Problem
 from tools.results import BaselineKind, BaselineReport, BaselineTiming, BenchResult, TimingStats
+from tools.secret_env import without_secrets
 from tools.supervise import WarmPool, cpu_env, pool_for, visible_gpu
 
 # torch.compile of the reference: its compile and its timing ($KERNEL_AGENT_COMPILE_LIMIT seconds, else 300)
@@ -51,7 +52,7 @@ def _child_env(threads: int | None = None) -> dict[str, str]:
     pythonpath = os.pathsep.join(p for p in (str(HARNESS_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     extensions = cache_root() / "baseline_extensions"  # trusted builds, kept apart from the candidates'
     extensions.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": pythonpath, "TORCH_EXTENSIONS_DIR": str(extensions)}
+    env = {**without_secrets(), "PYTHONPATH": pythonpath, "TORCH_EXTENSIONS_DIR": str(extensions)}
     return {**env, **cpu_env(threads)}
 
 

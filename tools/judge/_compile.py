@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools import wire
+from tools.judge._static_checks import RULES
 from tools.results import BuildInfo, CompileResult, Diagnostic, KernelResources
 from tools.supervise import ChildOutcome, describe_exit
 
@@ -26,7 +27,17 @@ def _merge_kernels(builds: list[BuildInfo]) -> list[KernelResources]:
 
 
 def compile_result(outcome: ChildOutcome, code_hash: str, *, no_device: bool = False) -> CompileResult:
-    """What the import phase (which runs every load_inline build) came to."""
+    """What the import phase (which runs every load_inline build) came to; where its worker changed the build
+    cache's existing entries, the message says so (the compile tool has no flags; a benchmark flags it)."""
+    result = _import_phase(outcome, code_hash, no_device=no_device)
+    if not outcome.cache_tampering:
+        return result
+    changed = "; ".join(outcome.cache_tampering[:3])
+    note = f" (cache_tampering: {RULES['cache_tampering'].explanation}: {changed})"
+    return result.model_copy(update={"message": (result.message + note)[:1000]})
+
+
+def _import_phase(outcome: ChildOutcome, code_hash: str, *, no_device: bool) -> CompileResult:
     common: dict[str, Any] = {
         "output": outcome.output, "kernel_hash": code_hash, "containment": outcome.containment,
     }  # fmt: skip

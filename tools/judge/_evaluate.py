@@ -239,6 +239,9 @@ def _verdict(
             "harness_tampering",
             f"{RULES['harness_tampering'].explanation} (changed while it ran: {', '.join(tampered)[:300]})",
         )
+    if outcome.cache_tampering:
+        changed = "; ".join(outcome.cache_tampering[:3])
+        verdicts.flag("cache_tampering", f"{RULES['cache_tampering'].explanation} ({changed})"[:600])
     comp = compile_result(outcome, base["kernel_hash"])
     if outcome.handler_errors:
         return _harness_failed(outcome.handler_errors[0], comp, outcome, base)

@@ -35,6 +35,7 @@ from tools.judge._sanitizer_tools import (
     FOUND_EXIT,
     LOG_BYTES,
     NO_CACHING,
+    NO_PADDING,
     _asan_env,
     _env_binary,
     _help,
@@ -224,7 +225,10 @@ def _run_tool(
     binary = compute_sanitizer() or "compute-sanitizer"
     cmd = sanitizer_command(binary, tool, logs / f"{tool}.log", _help(binary))
     outcome = run_candidate(job, limited, request, wrapper=cmd, extra_env=NO_CACHING, **launch)
-    return judge_cuda_run(tool, outcome, _read_logs(logs, tool), budget_s, own)
+    run = judge_cuda_run(tool, outcome, _read_logs(logs, tool), budget_s, own)
+    if tool == "memcheck" and "--padding" not in cmd and run.status == "clean":
+        run = run.model_copy(update={"message": "; ".join(filter(None, [run.message, NO_PADDING]))})
+    return run
 
 
 def sanitize(

@@ -42,6 +42,16 @@ PROBE_S = 180.0
 # Every tensor its own cudaMalloc under compute-sanitizer: the caching allocator's blocks would hide a read
 # past a tensor's end from memcheck, and memory an earlier tensor wrote from initcheck.
 NO_CACHING = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+# Own allocations are not enough: the driver can place a cudaMalloc whose size is a multiple of its alignment
+# right against the next one, so a read a few elements past such a tensor (the real problem's x: 256 KiB at
+# its smallest case) lands in another valid allocation and memcheck says nothing (an H100 judged such a kernel
+# correct). `--padding` makes the tool put a buffer of this many bytes, owned by no one, after every
+# allocation: a read up to 16K floats past any tensor is out of bounds.
+PADDING_BYTES = 1 << 16
+NO_PADDING = (
+    "this compute-sanitizer has no --padding option: a read just past a tensor whose neighbour sits right "
+    "behind it may go unseen"
+)
 
 
 # --- what can run here -------------------------------------------------------------------------------------
@@ -167,6 +177,8 @@ def sanitizer_command(binary: str, tool: str, log: Path, help_text: str) -> list
         cmd += ["--check-exit-code", "no"]  # the worker's exit is judged by the harness, not counted here
     if tool == "initcheck" and re.search(r"\ball\b", _option_text(help_text, "--initcheck-address-space")):
         cmd += ["--initcheck-address-space", "all"]  # shared memory too (2025.4 and later)
+    if tool == "memcheck" and _option_text(help_text, "--padding"):
+        cmd += ["--padding", str(PADDING_BYTES)]  # no allocation directly behind another (above)
     return cmd
 
 

@@ -73,6 +73,11 @@ RULES = {
         "harness_tampering",
         "harness or reference files changed on disk while the candidate ran: do not touch them",
     ),
+    "cache_tampering": Rule(
+        "cache_tampering",
+        "changed a build in the shared build cache (wrote, renamed, chmodded or deleted files of an existing "
+        "entry or of the cache's own files): the change was dropped, the cache is as it was",
+    ),
 }
 
 _FORBIDDEN_ROOTS = {

@@ -13,6 +13,7 @@ from tools import orders, wire
 from tools.cache.reference_times import ReferenceTimes
 from tools.compare import compare, compare_calls, constant_passes
 from tools.judge._calls import CallSchedule
+from tools.judge._device_guards import device_disagreement, l2_notes
 from tools.judge._kept import Rechecker, Rechecks
 from tools.judge._plan import Plan, PlannedShape
 from tools.judge._ratio import speedup_interval
@@ -255,7 +256,7 @@ def load_notices(timings: list[ShapeTiming]) -> list[str]:
     loops = [(t.name, "candidate", t.candidate) for t in timings]
     loops += [(t.name, "reference", t.reference) for t in timings if not t.reference_cached]
     notes = [busy_note(name, who, stats) for name, who, stats in loops if stats is not None]
-    return [n for n in notes if n is not None]
+    return [n for n in notes if n is not None] + l2_notes(timings)
 
 
 def recheck_order(verdicts: Verdicts, item: PlannedShape) -> orders.RecheckShape:
@@ -298,7 +299,7 @@ def timing_guards(verdicts: Verdicts, shape: TimingShape, st: ShapeTiming) -> No
         return
     # A median below the floor (the spec's `floor_ms`, or the one derived from its `floor`) is judged once the
     # floor is known, after the verdict: tools/figures.py, `faster_than_floor`.
-    if why := clock_disagreement(shape.name, cand):
+    if why := clock_disagreement(shape.name, cand) or device_disagreement(shape.name, cand):
         verdicts.disagreements[shape.name] = why
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol, TypeVar
 
+from tools.secret_env import without_secrets
 from tools.supervise import _toolchain as toolchain
 from tools.supervise import isolation
 from tools.supervise.timeline import tell
@@ -81,7 +82,8 @@ def child_env(
 ) -> dict[str, str]:
     """The child's whole environment: the allowlist, its own HOME/TMPDIR, and the harness on its path
     (`harness`: the job's snapshot of the harness package, so files changed on disk later have no effect)."""
-    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    parent = without_secrets()  # and no allowlisted variable that carries a secret's value either
+    env = {k: parent[k] for k in ENV_ALLOWLIST if k in parent}
     cuda_home = toolchain.cuda_home()
     if cuda_home:
         env["CUDA_HOME"] = cuda_home
@@ -93,7 +95,7 @@ def child_env(
         TMPDIR=str(workdir / "tmp"),
         # The harness's own import path (e.g. wheels unpacked beside the image's Python): no secrets in it.
         PYTHONPATH=os.pathsep.join(
-            [str(harness or HARNESS_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+            [str(harness or HARNESS_ROOT), *filter(None, parent.get("PYTHONPATH", "").split(os.pathsep))]
         ),
         PYTHONUNBUFFERED="1",
         PYTHONDONTWRITEBYTECODE="1",
@@ -152,6 +154,7 @@ class ChildOutcome:
     notices: list[str] = field(default_factory=list)  # how it ran, where that differs from the default
     fell_back: bool = False  # warm workers were asked for and could not serve: it ran cold
     timeout_reason: str = ""  # which bound ran out (tools/supervise/watchdog.py)
+    cache_tampering: list[str] = field(default_factory=list)  # what it changed in the build cache (dropped)
 
     def first(self, kind: type[M]) -> M | None:
         """The first message of this type, if one came."""

@@ -92,7 +92,7 @@ class Job:
         self.cleanup()
 
 
-# The user's build-cache settings the worker needs (see README, "Compile latency and the build cache").
+# The user's build-cache settings the worker needs (see docs/builds.md).
 BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
 
 
@@ -116,17 +116,18 @@ def seal_for(job: Job, writable: Sequence[Path] = ()) -> SealSpec:
     )
 
 
-def publish_builds(job: Job) -> str:
+def publish_builds(job: Job) -> tuple[str, list[str]]:
     """After the worker: its staged builds into the cache (trusted code), the cache trimmed to its cap, the
-    staging folder gone. Returns a notice where something staged was not a well-formed entry."""
+    staging folder gone. Returns a notice where something staged was not a well-formed entry, and what the
+    worker changed in the cache's existing entries and files (dropped: the cache never saw it)."""
     cache = build_cache_dir()
     done = staged.publish_staged(staging_dir(job) / "upper", cache)
     staged.remove_staging(staging_dir(job))
     if done.entries:
         builds.evict(cache, keep=frozenset(done.entries))
     if not done.rejected:
-        return ""
-    return f"staged in the build cache and not published: {'; '.join(done.rejected[:3])}"
+        return "", done.tampered
+    return f"staged in the build cache and not published: {'; '.join(done.rejected[:3])}", done.tampered
 
 
 def sweep_build_tmp(job: Job) -> None:
@@ -219,9 +220,10 @@ def run_candidate(
         )
     finally:
         sweep_build_tmp(job)
-        notes = publish_builds(job)
+        notes, tampered = publish_builds(job)
     if notes:
         outcome.notices.append(notes)
+    outcome.cache_tampering = tampered
     if outcome.timed_out:
         outcome.timeout_reason = watchdog.explain()
     return outcome

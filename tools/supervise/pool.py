@@ -25,8 +25,8 @@ the audit hook it ran under cannot be removed or re-pointed at the next job's fo
 needs to look suspicious. A fork from a process that never ran candidate code starts every candidate
 from the same clean state by construction, so "replace the worker after a fault" holds for every
 candidate, faulty or not. What the fork does not save is CUDA context creation in each candidate
-(`cuda_init` in the phase breakdown; bench/h200_warm.sh measures it on the H200), which is the price of
-that guarantee. The zygote itself is still replaced after any fault, timeout, flag or leftover process
+(`cuda_init` in the phase breakdown; bench/warm_vs_cold.py and bench/cuda_startup.py measure it), which is
+the price of that guarantee. The zygote itself is still replaced after any fault, timeout, flag or leftover process
 (in process-group mode a candidate of the same user can reach it), and restarted if it died.
 
 A timed loop never shares the device: it holds the pool's device lock exclusively (a candidate's timing

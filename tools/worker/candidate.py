@@ -22,9 +22,10 @@ import torch
 from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
-from tools.worker import build, fresh, guard, timing
+from tools.worker import build, fresh, guard, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
+from tools.worker.late import LateWrites
 from tools.worker.outputs import KeptWriter
 from tools.worker.repeats import Repeats
 from tools.worker.state import carry_attributes
@@ -39,6 +40,10 @@ TIMERS = {
     "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
     "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
     "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
+    # Not clocks, but guards of the loop as easy to undo (tools/worker/smem.py, late.py).
+    "tools.worker.smem.poison_shared": (smem, "poison_shared", smem.poison_shared),
+    "tools.worker.late.LateWrites.snapshot": (LateWrites, "snapshot", LateWrites.snapshot),
+    "tools.worker.late.LateWrites.check": (LateWrites, "check", LateWrites.check),
     # The references the timing loop itself calls (a module global is as easy to replace as time.perf_counter).
     **{
         f"tools.worker.timing.{name}": (timing, name, getattr(timing, name))
@@ -50,6 +55,8 @@ TIMERS = {
             "_EVENT_SYNC",
             "_SYNCHRONIZE",
             "_CURRENT_STREAM",
+            "_RESET_L2",
+            "_L2_LIMIT",
         )
     },
 }
@@ -119,6 +126,7 @@ class Caller:
         if self.device == "cuda":
             poison = torch.full(self.out_shape, float("nan"), device="cuda")
             del poison  # its block goes back to the caching allocator still holding NaN
+            smem.poison_shared()  # and what a kernel reads of shared memory it never wrote is NaN too
 
     def __call__(self, args: list[Any]) -> object:
         """The candidate's output, whatever it is (`check_output` says whether it is a plain tensor)."""
@@ -236,6 +244,7 @@ def run_timing(
     judge, kept = JudgeLink(channel, item.name), KeptWriter(item.out_path)
     current: dict[str, Any] = {}
     repeats = Repeats()
+    late = LateWrites()  # each timed output as its call ended, against the output when it is read
     tick = Ticker(channel, item.name)
 
     def settle_previous() -> None:
@@ -244,6 +253,7 @@ def run_timing(
             return
         check_output(current["out"])
         if current["timed"]:
+            late.check(current["out"])
             repeats.check(current["out"], fresh.shifts(base, current["offset"]))
         if judge.keep is not None and isinstance(current["out"], torch.Tensor):
             kept.keep(judge.keep, current["out"])
@@ -271,7 +281,10 @@ def run_timing(
         channel.send(wire.BatchBegin(name=item.name) if edge == "begin" else wire.BatchEnd(name=item.name))
 
     cfg = item.cfg.model_dump()
-    samples = measure(call, prepare, device=device, on_batch=on_batch, proceed=proceed, **cfg)
+    samples = measure(
+        call, prepare, device=device, on_batch=on_batch, proceed=proceed,
+        after_call=lambda i: late.snapshot(current["out"]), **cfg,
+    )  # fmt: skip
     if device == "cuda":
         torch.cuda.synchronize()
     check_output(current["out"])
@@ -284,7 +297,7 @@ def run_timing(
     kept.close(turn)  # the outputs kept for the float64 re-check, and their index; the turn given back
     done = wire.TimingDone(
         name=item.name,
-        stats=TimingStats.model_validate(samples.stats()),
+        stats=TimingStats.model_validate({**samples.stats(), "late_writes": late.late}),
         host_ms=samples.host_ms,
         device_ms=samples.device_ms,
         calls=caller.calls,

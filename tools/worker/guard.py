@@ -33,6 +33,12 @@ _SPAWN_EVENTS = {
 }
 _NET_EVENTS = {"socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.sendto"}
 _SIGNAL_EVENTS = {"os.kill", "os.killpg", "signal.pthread_kill"}
+# Events that change a path, by the positions of the paths they change (os.rename moves its source away too).
+_PATH_CHANGES = {
+    "os.rename": (0, 1), "os.remove": (0,), "os.rmdir": (0,), "os.chmod": (0,), "os.chown": (0,),
+    "os.mkdir": (0,), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,), "os.utime": (0,),
+    "os.chflags": (0,), "os.setxattr": (0,), "os.removexattr": (0,), "shutil.rmtree": (0,),
+}  # fmt: skip
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 FLAG_FOR = {"file": "forbidden_file_access", "spawn": "forbidden_subprocess", "net": "forbidden_network",
             "signal": "signals_processes"}  # fmt: skip
@@ -49,7 +55,8 @@ def _inside(path: str, roots: tuple[str, ...]) -> bool:
 
 
 class Guard:
-    """The policy: writes only in the working dir (and the build cache during the harness's own build),
+    """The policy: writes (opens for writing, renames, removals, chmods, ...) only in the working dir (and the
+    build cache during the harness's own build),
     no reads of the parent's private folder, subprocesses only during the harness's load_inline, no sockets."""
 
     def __init__(self, workdir: Path, secret: list[Path], build_cache: Path) -> None:
@@ -65,6 +72,8 @@ class Guard:
         """The violation kind for this event, or None."""
         if event == "open":
             return self._check_open(args)
+        if event in _PATH_CHANGES:
+            return self._check_change(args, _PATH_CHANGES[event])
         if event in _SPAWN_EVENTS and not self.building:
             return "spawn"
         if event in _NET_EVENTS:
@@ -79,9 +88,17 @@ class Guard:
             return None  # an fd already open
         real = os.path.realpath(os.fsdecode(path))
         if _is_write(mode, flags):
-            allowed = (self.workdir, "/dev/null") + ((self.build_cache,) if self.building else ())
-            return None if _inside(real, allowed) else "file"
+            return None if self._writable(path) else "file"
         return "file" if _inside(real, self.secret) else None
+
+    def _writable(self, path: str | bytes) -> bool:
+        real = os.path.realpath(os.fsdecode(path))
+        return _inside(real, (self.workdir, "/dev/null") + ((self.build_cache,) if self.building else ()))
+
+    def _check_change(self, args: tuple[Any, ...], positions: tuple[int, ...]) -> str | None:
+        """A rename, removal, chmod, ... is a write of the paths it changes (an fd's is not checked here)."""
+        paths = [args[i] for i in positions if i < len(args) and isinstance(args[i], str | bytes)]
+        return None if all(self._writable(p) for p in paths) else "file"
 
     def hook(self, event: str, args: tuple[Any, ...]) -> None:
         if self._busy:

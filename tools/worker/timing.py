@@ -16,7 +16,6 @@ deviation's, the cautious one.
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import statistics
@@ -25,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
+
+from tools.worker.l2 import L2Watch, find_runtime
 
 # The clocks, taken when this module is imported: before any candidate is. The loop calls these
 # references, never `time.perf_counter` or `torch.cuda.Event.elapsed_time` looked up at call time, so a
@@ -42,6 +43,8 @@ _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
 _OS_TIMES, _OS_OPEN, _OS_READ, _OS_CLOSE = os.times, os.open, os.read, os.close
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+# Persisting L2's reset and set-aside query (tools/worker/l2.py), found before the candidate can hide them.
+_RESET_L2, _L2_LIMIT = find_runtime()
 
 L2_FLUSH_BYTES = 256 << 20
 # A judge may extend the loop past its own stop (tools/judge/_calls.py: at most max_iters + 8 more calls).
@@ -58,6 +61,8 @@ class Samples:
     escaped_ms: list[float] = field(default_factory=list)  # CUDA: host-clock time after the end event
     launch_ms: list[float] = field(default_factory=list)  # CUDA: host time to issue the call
     busy_elsewhere: float | None = None  # share of this process's CPUs other processes used during the loop
+    l2_reset: str | None = None  # CUDA: "ok" where every flush followed a persisting-L2 reset, else why not
+    l2_set_aside_bytes: int | None = None  # CUDA: the most L2 set aside for persisting lines after a call
 
     def stats(self) -> dict[str, float | int | str | None]:
         main = self.device_ms if self.clock == "cuda_event" else self.host_ms
@@ -75,6 +80,8 @@ class Samples:
             "host_median_ms": statistics.median(self.host_ms) if self.host_ms else None,
             "clock": self.clock,
             "batch_ms": self.batch_ms,
+            "l2_reset": self.l2_reset,
+            "l2_set_aside_bytes": self.l2_set_aside_bytes,
         }
 
 
@@ -100,15 +107,6 @@ def robust_median_rse(values: list[float]) -> float:
         return math.inf
     mad = statistics.median(abs(v - med) for v in values)
     return 1.2533 * MAD_TO_SIGMA * mad / math.sqrt(n) / med
-
-
-def _find_reset_persisting_l2() -> Callable[[], object] | None:
-    for name in ("libcudart.so", "libcudart.so.13", "libcudart.so.12"):
-        try:
-            return ctypes.CDLL(name).cudaCtxResetPersistingL2Cache
-        except (OSError, AttributeError):
-            continue
-    return None
 
 
 def _sync() -> None:
@@ -137,15 +135,14 @@ def _elapsed(start: torch.cuda.Event, end: torch.cuda.Event) -> float:
     return _ELAPSED(start, end) if _ELAPSED is not None else start.elapsed_time(end)
 
 
-def make_flusher(device: str) -> Callable[[], None]:
-    """cudaCtxResetPersistingL2Cache first: lines marked persisting would otherwise survive the flush."""
+def make_flusher(device: str, l2: L2Watch | None = None) -> Callable[[], None]:
+    """Persisting L2 lines reset first (`l2` records how that went): they would otherwise survive the flush."""
     if device == "cuda":
         buf = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda")
-        reset = _find_reset_persisting_l2()
 
         def flush_cuda() -> None:
-            if reset is not None:
-                reset()
+            if l2 is not None:
+                l2.reset()
             buf.zero_()
 
         return flush_cuda
@@ -214,6 +211,7 @@ def measure(
     max_seconds: float,
     on_batch: Callable[[str], None] | None = None,
     proceed: Callable[[int, bool], bool] | None = None,
+    after_call: Callable[[int], None] | None = None,
 ) -> Samples:
     """Time `call(i)` after `prepare(i)`; both see the iteration index (warm-ups use negative ones).
 
@@ -221,9 +219,12 @@ def measure(
     clock, which no code in this process can reach, and compares that wall time with `batch_ms`.
     `proceed(i, wants_stop)`, asked before each timed call, decides whether call `i` happens: the loop's
     own rule (target spread, time, count) only proposes the stop (the candidate's judge extends the loop
-    past it to place its checks). Without it the rule decides, as for the reference."""
+    past it to place its checks). Without it the rule decides, as for the reference. `after_call(i)` runs as
+    soon as call `i` is issued and clocked: on CUDA after its end event is recorded, before the host waits for
+    it (what it queues runs on the call's stream, ahead of anything launched later; tools/worker/late.py)."""
     cuda = device == "cuda"
-    flush = make_flusher(device)
+    l2 = L2Watch(_RESET_L2, _L2_LIMIT) if cuda else None
+    flush = make_flusher(device, l2)
     for i in range(warmup):
         prepare(-1 - i)
         call(-1 - i)
@@ -256,12 +257,16 @@ def measure(
             call(i)
             issued = _PERF_COUNTER()
             _record(end)
+            if after_call is not None:
+                after_call(i)
             _wait(end)
             end_done = _PERF_COUNTER()
             _sync()
             h1 = _PERF_COUNTER()
             _sync()  # nothing left to wait for: what a synchronize costs this host right now
             idle = _PERF_COUNTER() - h1
+            if l2 is not None:
+                l2.observe()
             device_ms.append(_elapsed(start, end))
             escaped_ms.append(max(0.0, (h1 - end_done) - idle) * 1e3)
             launch_ms.append((issued - h0) * 1e3)
@@ -269,6 +274,8 @@ def measure(
             h0 = _PERF_COUNTER()
             call(i)
             h1 = _PERF_COUNTER()
+            if after_call is not None:
+                after_call(i)
         host_ms.append((h1 - h0) * 1e3)
         i += 1
     batch_ms = (_PERF_COUNTER() - batch_start) * 1e3
@@ -283,4 +290,6 @@ def measure(
         escaped_ms=escaped_ms,
         launch_ms=launch_ms,
         busy_elsewhere=busy_elsewhere,
+        l2_reset=l2.status() if l2 is not None else None,
+        l2_set_aside_bytes=l2.set_aside if l2 is not None else None,
     )

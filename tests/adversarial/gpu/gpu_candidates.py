@@ -351,46 +351,174 @@ _SANITIZER_CPP = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 
-extern "C" int adv_san_launch(int which, const float* x, long long n, float* sink, cudaStream_t stream);
+extern "C" int adv_san_launch(int which, const float* x, long long n, long long past, float* sink,
+                              cudaStream_t stream);
 
-void fault(int64_t which, torch::Tensor x, torch::Tensor sink) {
+// `past`: for the out-of-bounds read, how many floats past the end of x it reads (1: the first one after).
+void fault_past(int64_t which, torch::Tensor x, int64_t past, torch::Tensor sink) {
   TORCH_CHECK(x.is_cuda() && sink.is_cuda() && sink.numel() >= 256, "fault: CUDA tensors, a sink of 256");
-  const int err = adv_san_launch((int)which, x.data_ptr<float>(), x.numel(), sink.data_ptr<float>(),
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "fault: a contiguous float32 x");
+  const int err = adv_san_launch((int)which, x.data_ptr<float>(), x.numel(), past, sink.data_ptr<float>(),
                                  c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == 0, "fault launch failed: ", cudaGetErrorString((cudaError_t)err));
 }
+
+void fault(int64_t which, torch::Tensor x, torch::Tensor sink) { fault_past(which, x, 1, sink); }
 """
 
 
 def sanitizer_fault(kind: str) -> str:
     """01 with one more kernel launched before its own (sanitizer_faults.cu): its results go to a scratch
     tensor nobody reads, so every case passes. One extension serves the four kinds."""
-    cu = SANITIZER_FAULTS_CU.read_text()
     operand = {
         # 63 floats, 252 bytes: the caching allocator's block holds 512, so the read past them is harmless
         # without the tool; under it the tensor is its own cudaMalloc of 252 bytes
         "oob_read": "torch.zeros(63, device=x.device)",
         "uninit_global": "torch.empty(64, device=x.device)",  # never written
     }.get(kind, "x")
-    src = with_module_code(
+    return honest_forward(
+        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
+        f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
+        src=_with_sanitizer_ext(),
+    )
+
+
+def read_past_the_end(tensor: str, past: int) -> str:
+    """01 reading the float `past` floats past the end of `tensor` ("x" or a weight, "self.A_log") into a
+    scratch tensor nobody reads (issue 52: what memcheck missed on an H100 at the real problem's sizes)."""
+    return honest_forward(
+        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
+        f"_san.fault_past({SANITIZER_FAULTS['oob_read']}, {tensor}, {past}, sink)",
+        src=_with_sanitizer_ext(),
+    )
+
+
+def _with_sanitizer_ext() -> str:
+    cu = SANITIZER_FAULTS_CU.read_text()
+    return with_module_code(
         f"_SAN_CU = r'''{cu}'''",
         f"_SAN_CPP = r'''{_SANITIZER_CPP}'''",
         "_san = load_inline(",
         '    name="adv_sanitizer_faults",',
         "    cpp_sources=_SAN_CPP,",
         "    cuda_sources=_SAN_CU,",
-        '    functions=["fault"],',
+        '    functions=["fault", "fault_past"],',
         '    extra_cuda_cflags=["-O3", "-lineinfo"],',
         "    no_implicit_headers=True,",
         ")",
-    )
-    return honest_forward(
-        "sink = torch.empty(256, device=x.device)  # scratch: nothing reads it",
-        f"_san.fault({SANITIZER_FAULTS[kind]}, {operand}, sink)",
-        src=src,
     )
 
 
 def sanitizer_faults() -> str:
     """The sanitizer fault candidates' one extension (for bench/prebuild.py: one build serves the four)."""
     return sanitizer_fault("oob_read")
+
+
+# --- issue 52's GPU exploit classes (test_gpu_guards.py): one extension, guards.cu ---------------------------
+
+GUARDS_CU = Path(__file__).resolve().parent / "guards.cu"
+SERVER_IDLE_NS = 20_000_000  # the server leaves 20 ms after the last call posted to it
+SERVER_MAX_NS = 2_000_000_000
+
+_GUARDS_CPP = r"""
+#include <torch/extension.h>
+#include <c10/cuda/CUDAStream.h>
+
+extern "C" int adv_serve(long long idle_ns, long long max_ns);
+extern "C" int adv_persist_launch(const float* w, long long n, float* sink, cudaStream_t stream);
+extern "C" int adv_smem_leak_launch(float* z, long long n, cudaStream_t stream);
+
+static void ok(int err, const char* what) {
+  TORCH_CHECK(err == 0, what, " failed: ", cudaGetErrorString((cudaError_t)err));
+}
+
+void serve(int64_t idle_ns, int64_t max_ns) { ok(adv_serve(idle_ns, max_ns), "serve"); }
+
+void persist(torch::Tensor w, torch::Tensor sink) {
+  TORCH_CHECK(w.is_cuda() && w.is_contiguous() && w.scalar_type() == torch::kFloat32, "persist: float32 CUDA w");
+  ok(adv_persist_launch(w.data_ptr<float>(), w.numel(), sink.data_ptr<float>(),
+                        c10::cuda::getCurrentCUDAStream().stream()), "persist");
+}
+
+void smem_leak(torch::Tensor z) {
+  TORCH_CHECK(z.is_cuda() && z.is_contiguous() && z.scalar_type() == torch::kFloat32, "smem_leak: float32 CUDA z");
+  ok(adv_smem_leak_launch(z.data_ptr<float>(), z.numel(), c10::cuda::getCurrentCUDAStream().stream()), "smem_leak");
+}
+"""
+
+
+def _guards_ext_lines() -> tuple[str, ...]:
+    return (
+        f"_GUARDS_CU = r'''{GUARDS_CU.read_text()}'''",
+        f"_GUARDS_CPP = r'''{_GUARDS_CPP}'''",
+        "_guards = load_inline(",
+        '    name="adv_gpu_guards",',
+        "    cpp_sources=_GUARDS_CPP,",
+        "    cuda_sources=_GUARDS_CU,",
+        '    functions=["serve", "persist", "smem_leak"],',
+        '    extra_cuda_cflags=["-O3"],',
+        "    no_implicit_headers=True,",
+        ")",
+    )
+
+
+def _with_guards_ext() -> str:
+    return with_module_code(*_guards_ext_lines())
+
+
+def persistent_server() -> str:
+    """01, plus a kernel that stays resident across calls (GUIDE §2 row 25): each call posts to it, and it
+    leaves only 20 ms after the last post. 01's own work is done honestly; what is tested is whether a
+    kernel can outlive the call that posted to it without that call's clock seeing it."""
+    return honest_forward(f"_guards.serve({SERVER_IDLE_NS}, {SERVER_MAX_NS})", src=_with_guards_ext())
+
+
+def persisting_l2_weights() -> str:
+    """01, plus L2 set aside for persisting accesses and every weight read through a persisting window before
+    the projections (GUIDE §2 row 30): meant to find them in L2 on the next call, flush or not."""
+    return honest_forward(
+        "sink = torch.empty(1, device=x.device)  # scratch: written only on an impossible sum",
+        "for w in (self.proj_delta.weight, self.proj_B.weight, self.proj_C.weight, self.A_log):",
+        "    _guards.persist(w, sink)",
+        src=_with_guards_ext(),
+    )
+
+
+def uninitialised_shared_read() -> str:
+    """01 whose output has 0 × a word of shared memory nothing wrote added to it (GUIDE §2 row 27), read
+    first in forward: 0 where that word holds a finite leftover, NaN where it holds the harness's poison."""
+    return honest_forward(
+        "z = torch.empty(x.numel(), device=x.device)  # no kernel: z is written by the leak alone",
+        "_guards.smem_leak(z)",
+        after=("y = y + z.view_as(y)",),
+        src=_with_guards_ext(),
+    )
+
+
+def guards_extension_only() -> str:
+    """A module that builds only the guard candidates' extension (bench/prebuild.py, as for the faults')."""
+    return faults_extension_only().replace("\n".join(_faults_ext_lines()), "\n".join(_guards_ext_lines()))
+
+
+def finished_by_a_thread(n_cases: int) -> str:
+    """01, honest in the correctness cases (counted); while timed each call returns a zeroed output at once and
+    a Python thread (threading reached through sys.modules) runs 01's work and copies it in: on the device
+    after the call's end event, before or after the harness's synchronize and its read of the output."""
+    src = with_module_code("import sys", "", '_threading = sys.modules["thread" + "ing"]', "_CALLS = [0]")
+    return with_forward(
+        "_CALLS[0] += 1",
+        "x = x.contiguous()",
+        f"if _CALLS[0] <= {n_cases}:",
+        *(f"    {p}" for p in PROJECTIONS),
+        f"    return {SCAN}",
+        "out = torch.zeros_like(x)",
+        "",
+        "def work() -> None:",
+        "    with torch.no_grad():  # grad mode is per thread",
+        *(f"        {p}" for p in PROJECTIONS),
+        f"        out.copy_({SCAN})",
+        "",
+        "_threading.Thread(target=work, daemon=True).start()",
+        "return out",
+        src=src,
+    )

@@ -2,10 +2,11 @@
 // candidate's output correct (its results go to a scratch tensor nobody reads), so only the sanitizer sees it.
 #include <cuda_runtime.h>
 
-// One float past the end of `x` (n floats): memcheck's invalid __global__ read. Harmless without the tool
-// (the caching allocator's block goes on past a small tensor); under it every tensor is its own cudaMalloc.
-__global__ void adv_oob_read(const float* x, long long n, float* sink) {
-  if (threadIdx.x == 0 && blockIdx.x == 0) sink[0] = x[n];
+// The float `past` floats past the end of `x` (n floats; past 1: x[n]): memcheck's invalid __global__ read.
+// Harmless without the tool (the caching allocator's block goes on past a small tensor, or the next tensor
+// does); under it every tensor is its own cudaMalloc with a padding buffer behind it.
+__global__ void adv_oob_read(const float* x, long long n, long long past, float* sink) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) sink[0] = x[n + past - 1];
 }
 
 // Each thread writes its slot, then reads a slot another warp wrote, with no barrier in between: a
@@ -27,9 +28,10 @@ __global__ void adv_uninit_shared(float* sink) {
 // Reads global memory nothing wrote (a fresh cudaMalloc: torch.empty without the caching allocator).
 __global__ void adv_uninit_global(const float* fresh, float* sink) { sink[threadIdx.x] = fresh[threadIdx.x]; }
 
-extern "C" int adv_san_launch(int which, const float* x, long long n, float* sink, cudaStream_t stream) {
+extern "C" int adv_san_launch(int which, const float* x, long long n, long long past, float* sink,
+                              cudaStream_t stream) {
   switch (which) {
-    case 0: adv_oob_read<<<1, 32, 0, stream>>>(x, n, sink); break;
+    case 0: adv_oob_read<<<1, 32, 0, stream>>>(x, n, past, sink); break;
     case 1: adv_smem_race<<<1, 256, 0, stream>>>(sink); break;
     case 2: adv_uninit_shared<<<1, 64, 0, stream>>>(sink); break;
     default: adv_uninit_global<<<1, 64, 0, stream>>>(x, sink); break;

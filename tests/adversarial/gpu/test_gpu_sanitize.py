@@ -4,7 +4,7 @@ at the problem's smallest correctness case. Each fault candidate is 01_naive_fus
 correct; under it the fault is a flag naming the kernel, and the verdict is incorrect. The honest 01 comes
 out clean under every tool.
 
-Run on the H200 (PART=1 of bench/h200_gpu_tests.sh runs this folder); skipped without a CUDA device, and
+Run on the H200 (PART=1 of bench/h200_tier.sh runs this folder); skipped without a CUDA device, and
 with a reason where compute-sanitizer cannot run (gVisor's GPU: "Device not supported").
 """
 
@@ -84,3 +84,32 @@ def test_reads_of_uninitialised_shared_memory_are_an_initcheck_flag(small: Probl
         pytest.skip("this compute-sanitizer checks only global memory (--initcheck-address-space: 2025.4+)")
     result = sanitized(small, g.sanitizer_fault("uninit_shared"), "initcheck")
     assert_flagged(result, "initcheck", "adv_uninit_shared", "Uninitialized __shared__ memory read")
+
+
+# --- reads past the end of an input whose values the output ignores (issue 52) ------------------------------
+
+
+@pytest.fixture(scope="module")
+def aligned() -> Problem:
+    """One case whose inputs and weights are multiples of 512 bytes: each can sit right against the next
+    allocation, where only memcheck's padding makes a read past its end out of bounds."""
+    problem = load_problem(HERE / "scan_gpu_aligned.yaml")
+    if why := sanitizer_availability(problem):
+        pytest.skip(f"the sanitizer cannot run here: {why}")
+    return problem
+
+
+def test_a_read_past_an_aligned_input_is_correct_without_the_sanitizer(aligned: Problem) -> None:
+    result = benchmark(aligned, g.read_past_the_end("x", 64))
+    assert (result.status, result.flags) == ("ok", []), result.message
+
+
+@pytest.mark.parametrize("past", [1, 2, 16, 64])
+@pytest.mark.parametrize("tensor", ["x", "self.A_log"])
+def test_a_read_past_the_end_of_an_input_is_a_memcheck_flag(aligned: Problem, tensor: str, past: int) -> None:
+    report = sanitize(aligned, g.read_past_the_end(tensor, past), tools=("memcheck",))
+    run = report.runs[0]
+    assert (report.status, run.status) == ("flagged", "errors"), report.message
+    assert run.kernel.startswith("adv_oob_read"), run
+    assert "Invalid __global__ read" in run.first, run.first
+    record_figure("sanitizer_memcheck_seconds_past_end", run.seconds, kernel=f"{tensor}+{past}")

@@ -263,3 +263,16 @@ def test_the_launch_free_timing_is_cached_apart_from_the_eager_median_and_a_refu
     kept = refs.launch_free(shape)
     assert kept is not None
     assert kept.stats == graph.stats
+
+
+def test_a_loop_with_a_wild_spread_still_gets_its_figures() -> None:
+    """A candidate that runs fast only while it thinks it is watched timed at a relative standard error of
+    thousands: its interval is capped, never an OverflowError in the evaluator."""
+    wild = shape("small", 1.0, 10.0, None, None)
+    assert wild.candidate is not None
+    wild = wild.model_copy(update={"candidate": wild.candidate.model_copy(update={"rse": 5000.0})})
+    result = BenchResult(status="ok", correct=True, speedup=None, message="ok", timings=[wild])
+    done = finish(load_problem(TINY), result)
+    assert done.figures is not None
+    low, high = done.figures.shapes[0].device_interval or (0.0, 0.0)
+    assert 0 < low < 1.0 < high

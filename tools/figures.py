@@ -35,6 +35,7 @@ FASTER_LEAD = (
     "suspect: every output is correct, but it was measured faster than the floor allows (flag "
     "faster_than_floor); it earns no speedup and never becomes the best; "
 )
+MAX_LOG_HALF = 50.0  # an interval wider than e^±50 says "unknown" as well as any
 OLD_RESULT_NOTE = "recorded before launch-free references: its speedup is against the eager reference"
 
 
@@ -123,7 +124,9 @@ def _interval(st: ShapeTiming) -> tuple[float, float] | None:
     cand = st.candidate
     if cand is None or not math.isfinite(cand.rse):
         return None
-    half = Z95 * cand.rse
+    half = min(
+        Z95 * cand.rse, MAX_LOG_HALF
+    )  # a loop with a wild spread (a warm-up detector's) must not overflow
     return cand.median_ms * math.exp(-half), cand.median_ms * math.exp(half)
 
 

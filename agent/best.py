@@ -1,6 +1,8 @@
 """The best kernel of a run: which result counts, when it replaces the best, and the final re-check.
 
-A new best must beat the old beyond the measured spread (`beats`). `Standings` holds the best and every
+Kernels rank by the headline (tools/figures.py; docs/ranking.md): the share of the speed-of-light floor where
+the problem has one, else the speedup against the launch-free reference. A new best must beat the old beyond
+the measured spread (`beats`). `Standings` holds the best and every
 correct kernel timed; the trajectories of a parallel run share one, so a comparison and its claim are one
 step under its lock, and best.py is written in the order bests were claimed, never a stale one. When the
 run ends, the top candidates are re-benchmarked with fresh seeds and more repetitions; the fastest that
@@ -22,12 +24,13 @@ from agent.run_setup import RunSetup
 from agent.runlog.events import BestEvent, BestRecord, ErrorEvent, Event, TimedKernel
 from agent.runlog.writer import RunLog
 from agent.toolbox import FINAL_RECHECK, logged_call
+from tools.figures import figures_of
 from tools.judge import too_wide
 from tools.results import BenchResult
 
 SPREAD_SIGMAS = 2.0  # a new best must beat the old by this many standard errors of both medians
 RECHECK_TOP = 3  # candidates re-benchmarked at the end ...
-RECHECK_WITHIN = 0.75  # ... among those within this fraction of the best speedup
+RECHECK_WITHIN = 0.75  # ... among those within this fraction of the best headline
 # ... and, once one has been re-checked correct, only those timed within this fraction of its re-checked time:
 # one kernel's time moves by a few percent over a run (H200 gate, 2026-12-01: 0.7 % and 3.9 %), so a kernel
 # timed 10 % slower cannot come out ahead, and re-measuring it cost the gate 17 s of its 300.
@@ -51,17 +54,32 @@ def timed_kernel(result: BenchResult, turn: int, kernel_path: str) -> TimedKerne
     if not (result.correct and result.speedup is not None and timing and timing.candidate):
         return None
     stats, floor = timing.candidate, timing.floor
+    figures = result.figures or figures_of(result)
     return TimedKernel(
         turn=turn, kernel_path=kernel_path, speedup=result.speedup, median_ms=stats.median_ms, rse=stats.rse,
-        floor_ms=floor.ms if floor is not None else None,
+        floor_ms=floor.ms if floor is not None else None, eager_speedup=result.eager_speedup,
+        headline_metric=figures.metric, headline=figures.value,
     )  # fmt: skip
 
 
-def beats(median_ms: float, rse: float, best: TimedKernel | None) -> bool:
+def beats(median_ms: float, rse: float, best: TimedKernel | None, kernel: TimedKernel | None = None) -> bool:
+    """Whether a kernel timed at `median_ms` beats the best beyond both spreads: by its headline where both
+    have one of the same kind (higher is better, the spread as a share of it), else by the primary median."""
     if best is None:
         return True
+    if kernel is not None and same_headline(kernel, best):
+        return kernel.rank * (1 - SPREAD_SIGMAS * (rse + best.rse)) > best.rank
     spread = SPREAD_SIGMAS * (median_ms * rse + best.median_ms * best.rse)
     return median_ms + spread < best.median_ms
+
+
+def same_headline(a: TimedKernel, b: TimedKernel) -> bool:
+    return a.headline is not None and b.headline is not None and a.headline_metric == b.headline_metric
+
+
+def ahead_of(a: TimedKernel, b: TimedKernel) -> bool:
+    """`a` ranks above `b` (no spread: the final re-check's order)."""
+    return a.rank > b.rank if same_headline(a, b) else a.speedup > b.speedup
 
 
 def best_event(record: BestRecord) -> BestEvent:
@@ -87,7 +105,7 @@ class Standings:
         """The record for a new best.py if `kernel` beats the best beyond the spread. It is the best from
         now on (another trajectory compares against it); `publish` writes it out."""
         with self.lock:
-            if kernel is None or not beats(kernel.median_ms, kernel.rse, self.best):
+            if kernel is None or not beats(kernel.median_ms, kernel.rse, self.best, kernel):
                 return None
             self.best = kernel
             self._claimed = BestRecord(**kernel.model_dump(), bench=result.model_dump(mode="json"))
@@ -117,12 +135,17 @@ class Standings:
         with self.lock:
             if self.best is None:
                 return []
-            floor = RECHECK_WITHIN * self.best.speedup
-            ranked = sorted(self.candidates, key=lambda c: -c.speedup)
+            best = self.best
+            ranked = sorted(self.candidates, key=lambda c: -c.rank)
         seen: set[str] = set()
         chosen = []
         for kernel in ranked:
-            if kernel.kernel_path not in seen and kernel.speedup >= floor:
+            near = (
+                kernel.rank >= RECHECK_WITHIN * best.rank
+                if same_headline(kernel, best)
+                else (kernel.speedup >= RECHECK_WITHIN * best.speedup)
+            )
+            if kernel.kernel_path not in seen and near:
                 seen.add(kernel.kernel_path)
                 chosen.append(kernel)
         return chosen[:RECHECK_TOP]
@@ -185,7 +208,7 @@ def final_recheck(standings: Standings, setup: RunSetup, recorder: Recorder, tur
             if not again.correct or spread_of(again) < spread_of(result):  # wrong now: no candidate
                 result = again
         timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
-        if timed is not None and (winner is None or timed.speedup > winner.speedup):
+        if timed is not None and (winner is None or ahead_of(timed, winner)):
             winner = BestRecord(**timed.model_dump(), final=True, bench=result.model_dump(mode="json"))
     standings.recheck_seconds += time.monotonic() - began
     if winner is None:
@@ -209,7 +232,7 @@ def _recheck(
     job = KernelJob(setup.problem, code, kernel.kernel_path)
     result = FINAL_RECHECK.run(setup.executor, job)
     timed = timed_kernel(result, kernel.turn, kernel.kernel_path)
-    if timed is not None and setup.sanitizer and (winner is None or timed.speedup > winner.speedup):
+    if timed is not None and setup.sanitizer and (winner is None or ahead_of(timed, winner)):
         # the winner is a new best too (cached for every best before; agent.sanitizing)
         result = setup.sanitizer.vet(setup.executor, job, result)
     recorder.record(

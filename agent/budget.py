@@ -33,11 +33,14 @@ def target_reached(budget: Budget, best_speedup: float | None) -> TargetReached 
     target = budget.target_speedup
     if target is None or best_speedup is None or best_speedup < target:
         return None
-    return TargetReached(f"best speedup {best_speedup:.2f}× reached --target-speedup {target:g}")
+    return TargetReached(
+        f"best speedup (launch-free ref) {best_speedup:.2f}× reached --target-speedup {target:g}"
+    )
 
 
 def floor_reached(budget: Budget, best: TimedKernel | None) -> FloorReached | None:
-    """The best kernel at `--stop-at-floor` F of its primary shape's speed-of-light floor or closer."""
+    """The best kernel at `--stop-at-floor` F of the speed-of-light floor or closer (its headline: the geomean
+    over the timing shapes; an older log's best: the primary shape's)."""
     stop = budget.stop_at_floor
     fraction = best.floor_fraction if best is not None else None
     if stop is None or fraction is None or fraction < stop:

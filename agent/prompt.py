@@ -32,7 +32,7 @@ def _case_line(case: Case) -> str:
 
 
 def _shape_line(shape: TimingShape) -> str:
-    primary = " (primary: the speedup is measured here)" if shape.primary else ""
+    primary = " (primary: profiled here)" if shape.primary else ""
     return f"- {shape.name}: {_sizes(shape.sizes)}{primary}"
 
 
@@ -45,11 +45,14 @@ def _budget_lines(budget: Budget) -> list[str]:
     if budget.max_minutes is not None:
         lines.append(f"- at most {budget.max_minutes:g} minutes of wall time")
     if budget.target_speedup is not None:
-        lines.append(f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}×")
+        lines.append(
+            f"- the run ends as soon as a correct kernel reaches {budget.target_speedup:g}× against the launch-free "
+            "reference"
+        )
     if budget.stop_at_floor is not None:
         lines.append(
-            f"- the run ends as soon as your best kernel reaches {budget.stop_at_floor:.0%} of the primary shape's "
-            "speed-of-light floor"
+            f"- the run ends as soon as your best kernel reaches {budget.stop_at_floor:.0%} of the speed-of-light "
+            "floor (geomean over the timing shapes)"
         )
     return lines or ["- no explicit limit; end your turn without a tool call when you are done"]
 

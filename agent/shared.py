@@ -73,6 +73,8 @@ def end_run(setup: RunSetup, outcome: AgentExit, totals: State, standings: Stand
             cost_usd=totals.cost_usd, wall_seconds=wall_s, llm_seconds=totals.llm_seconds,
             tool_seconds=totals.tool_seconds, recheck_seconds=standings.recheck_seconds,
             best_speedup=best.speedup if best else None, best_floor_fraction=best.floor_fraction if best else None,
+            best_eager_speedup=best.eager_speedup if best else None,
+            best_headline_metric=best.headline_metric if best else None,
             best_kernel="best.py" if best else None, scripted=setup.provider.scripted, baselines=report,
         )
     )  # fmt: skip

@@ -6,6 +6,9 @@
 # reference's time moves between windows (the paired check read 51-105 ms on one quiet host), in
 # $OUT/reference_windows.{txt,json}.
 #   ROUNDS=10 bash bench/h200_sweep.sh
+# Issue 50's stability sweep, one honest kernel 30 times (15 beside load), its headline's max/min beside the eager
+# speedup's in the last lines:
+#   KERNELS=best.py ROUNDS=30 REFWIN=0 SWEEP_S=540 bash bench/h200_sweep.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 START=$(date +%s)
@@ -15,8 +18,9 @@ if [ "${REFWIN:-1}" = 1 ]; then
     --json "$OUT/reference_windows.json" 2>&1 | grep -v Warning > "$OUT/reference_windows.txt"
   tail -6 "$OUT/reference_windows.txt"
 fi
-timeout ${SWEEP_S:-400} python3 bench/honest_sweep.py problems/selective_scan.yaml $SOL/best.py $SOL/04_chunked_scan.py \
-  $SOL/01_naive_fused.py --rounds ${ROUNDS:-10} --load-every 2 --json "$OUT/honest_sweep.json" 2>&1 \
+KERNELS=${KERNELS:-"best.py 04_chunked_scan.py 01_naive_fused.py"}
+timeout ${SWEEP_S:-400} python3 bench/honest_sweep.py problems/selective_scan.yaml $(for k in $KERNELS; do echo "$SOL/$k"; done) \
+  --rounds ${ROUNDS:-10} --load-every 2 --json "$OUT/honest_sweep.json" 2>&1 \
   | grep -v Warning > "$OUT/honest_sweep.txt"
-tail -4 "$OUT/honest_sweep.txt"
+tail -8 "$OUT/honest_sweep.txt"  # the summary, then each kernel's headline max/min beside the eager speedup's
 echo "took $(( $(date +%s) - START )) s"

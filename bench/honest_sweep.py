@@ -5,7 +5,13 @@ be `ok` with no flag. A benchmark of the timing guards' false-positive rate, not
 
 Rounds alternate quiet and loaded (`--load-every 2`); a loaded round runs one busy-looping process per
 core (`--hogs N` to change that) for its whole duration. Every kernel is compiled once first. Prints one
-line per evaluation (status, flags, primary-shape median, host and escaped medians) and a summary.
+line per evaluation (status, flags, primary-shape median, host and escaped medians, the headline and the
+eager speedup) and a summary.
+
+Stability (issue 50; docs/ranking.md): per kernel, the headline figure's max/min over its evaluations (the
+share of the floor, else the speedup against the launch-free reference) next to the launch-free speedup's
+and the eager speedup's. The headline must hold within 1.10; the eager speedup of a launch-bound reference
+read 169/126 = 1.34 on one quiet H200.
 """
 
 from __future__ import annotations
@@ -58,7 +64,13 @@ def row(kernel: str, loaded: bool, r: BenchResult) -> dict[str, Any]:
         "correct": r.correct,
         "flags": r.flags,
         "message": r.message[:400] if r.status != "ok" else "",
-        "speedup": r.speedup,
+        "speedup": r.speedup,  # vs the launch-free reference
+        "eager_speedup": r.eager_speedup,
+        "headline_metric": r.figures.metric if r.figures else None,
+        "headline": r.figures.value if r.figures else None,
+        "floor_fraction": r.figures.floor_fraction if r.figures else None,
+        "reference_mode": r.figures.reference_mode if r.figures else None,
+        "reference_note": r.figures.reference_note if r.figures else "",
         "seconds": round(r.seconds, 2),
         "notices": r.notices,
         "shapes": [
@@ -82,6 +94,9 @@ def row(kernel: str, loaded: bool, r: BenchResult) -> dict[str, Any]:
         ],
         "primary_ms": cand.median_ms if cand else None,
         "reference_ms": prim.reference.median_ms if prim and prim.reference else None,
+        "launch_free_ms": prim.launch_free.stats.median_ms
+        if prim and prim.launch_free and prim.launch_free.stats
+        else None,
         "reference_cached": bool(prim and prim.reference_cached),
         "reference_check_ms": prim.reference_check.median_ms if prim and prim.reference_check else None,
     }
@@ -101,6 +116,36 @@ def speedup_medians(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | N
     return out
 
 
+def spread(values: list[float | None]) -> dict[str, float | None]:
+    """Max, min and max/min of the values given (None where there are none)."""
+    got = [v for v in values if v is not None and v > 0]
+    if not got:
+        return {"max": None, "min": None, "max_over_min": None}
+    return {"max": max(got), "min": min(got), "max_over_min": max(got) / min(got)}
+
+
+STABLE = 1.10  # the headline's max/min over one kernel's sweep, at most (issue 50)
+
+
+def stability(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per kernel, the headline's max/min beside the launch-free and the eager speedups' (quiet and loaded
+    rounds together): the figure a user compares runs by must not move with the reference's windows."""
+    out: dict[str, dict[str, Any]] = {}
+    for kernel in dict.fromkeys(r["kernel"] for r in rows):
+        mine = [r for r in rows if r["kernel"] == kernel]
+        metrics = {r.get("headline_metric") for r in mine} - {None}
+        headline = spread([r.get("headline") for r in mine])
+        ratio = headline["max_over_min"]
+        out[Path(kernel).stem] = {
+            "headline_metric": metrics.pop() if len(metrics) == 1 else sorted(metrics),
+            "headline": headline,
+            "launch_free_speedup": spread([r.get("speedup") for r in mine]),
+            "eager_speedup": spread([r.get("eager_speedup") for r in mine]),
+            "stable": ratio is not None and ratio <= STABLE,
+        }
+    return out
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     bad = [r for r in rows if r["status"] != "ok" or r["flags"]]
     return {
@@ -109,7 +154,24 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "ok_clean": len(rows) - len(bad),
         "not_ok_or_flagged": len(bad),
         "speedup_medians": speedup_medians(rows),
+        "stability": stability(rows),
     }
+
+
+def stability_lines(summary: dict[str, Any]) -> list[str]:
+    """`best: headline floor_fraction max/min 1.04 (0.41-0.43) · launch-free 1.04 · eager 1.34 (126-169)`."""
+
+    def fmt(s: dict[str, float | None]) -> str:
+        if s["max_over_min"] is None:
+            return "n/a"
+        return f"{s['max_over_min']:.3f} ({s['min']:.4g}-{s['max']:.4g})"
+
+    return [
+        f"{kernel}: headline {v['headline_metric']} max/min {fmt(v['headline'])} "
+        f"{'<=' if v['stable'] else 'NOT <='} {STABLE} · launch-free speedup {fmt(v['launch_free_speedup'])} · "
+        f"eager speedup {fmt(v['eager_speedup'])}"
+        for kernel, v in summary["stability"].items()
+    ]
 
 
 def write_record(path: Path, env: EnvInfo, hogs: int, rows: list[dict[str, Any]]) -> None:
@@ -153,7 +215,9 @@ def main() -> int:
                     f"round {i} {'loaded' if loaded else 'quiet '} {Path(name).stem:24s} {r['status']:10s} "
                     f"{','.join(r['flags']) or '-':18s} {r['seconds']:6.1f} s  "
                     f"median {shape.get('median_ms') or 0:.3f} host {shape.get('host_median_ms') or 0:.3f} "
-                    f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms  {r['speedup'] or 0:.1f}x "
+                    f"escaped {shape.get('escaped_median_ms') or 0:.4f} ms  headline {r['headline'] or 0:.4g} "
+                    f"({r['headline_metric']}) launch-free {r['speedup'] or 0:.1f}x (ref {r['launch_free_ms'] or 0:.2f} "
+                    f"ms, {r['reference_mode']}) eager {r['eager_speedup'] or 0:.1f}x "
                     f"ref {r['reference_ms'] or 0:.1f} {'cached' if r['reference_cached'] else 'now'} "
                     f"check {r['reference_check_ms'] or 0:.1f} ms {r['message'][:160]}",
                     flush=True,
@@ -162,6 +226,7 @@ def main() -> int:
                     write_record(Path(args.json_out), env, args.hogs, rows)
     summary = summarize(rows)
     print(json.dumps(summary))
+    print("\n".join(stability_lines(summary)))
     bad = summary["not_ok_or_flagged"]
     return 0 if not bad else 1
 

@@ -13,10 +13,11 @@ from agent.runlog.events import TimedKernel
 from agent.views.result import bench_view
 from tools.benchmark import text as bench_text
 from tools.cache.peaks import cached_peaks, host_peaks
+from tools.figures import finish
 from tools.floor import floor_lines, peaks_text, shape_floor, with_floors
 from tools.kbfile import size_expression
 from tools.problem import Floor, ProblemError, load_problem
-from tools.results import BenchResult, EnvInfo, HostPeaks, ShapeTiming, TimingStats
+from tools.results import BenchResult, EnvInfo, HostPeaks, LaunchFreeReference, ShapeTiming, TimingStats
 
 REPO = Path(__file__).resolve().parent.parent
 PEAKS = HostPeaks(status="ok", device="cuda", fp32_tflops=50.0, bandwidth_gbs=4000.0)
@@ -122,10 +123,11 @@ def correct_result(problem_path: Path, median_ms: float) -> BenchResult:
     problem = load_problem(problem_path)
     timing = ShapeTiming(
         name=problem.primary.name, primary=True, sizes={**problem.size_constants, **problem.primary.sizes},
-        candidate=stats(median_ms), reference=stats(50.0), speedup=50.0 / median_ms,
+        candidate=stats(median_ms), reference=stats(50.0), eager_speedup=50.0 / median_ms,
+        launch_free=LaunchFreeReference(mode="eager", note="a test: the eager reference"),
     )  # fmt: skip
     result = BenchResult(status="ok", correct=True, speedup=50.0 / median_ms, message="ok", timings=[timing])
-    return with_floors(problem, result, PEAKS)
+    return finish(problem, with_floors(problem, result, PEAKS))
 
 
 def test_the_model_reads_its_share_of_the_floor_after_a_benchmark() -> None:
@@ -135,11 +137,11 @@ def test_the_model_reads_its_share_of_the_floor_after_a_benchmark() -> None:
     assert floor.ms == pytest.approx(37.31e9 / 50e12 * 1e3, rel=1e-3)  # compute-bound: 0.746 ms
     best = TimedKernel(turn=1, kernel_path="kernels/001.py", speedup=33.3, median_ms=1.5, rse=0.01)
     text = bench_text(result, best, improved=True)
-    assert (
-        text.splitlines()[0]
-        == "benchmark CORRECT: 33.33× the reference's speed, 50% of the speed-of-light floor."
+    assert text.splitlines()[0] == (
+        "benchmark CORRECT: 50% of the speed-of-light floor (the headline); speedup (launch-free ref) 33.33×, "
+        "eager speedup 33.33×."
     )
-    assert "-> 33.33×; floor 0.746 ms (compute-bound) — yours at 50% of it" in text
+    assert "(eager) -> 33.33×; floor 0.746 ms (compute-bound) — yours at 50% of it" in text
 
 
 def test_the_result_view_shows_the_floor_and_the_peaks() -> None:

@@ -12,6 +12,7 @@ from tests.candidates import scan_variants as v
 from tools import benchmark
 from tools.cache import cache_root
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
+from tools.figures import finish
 from tools.judge._paired import MIN_DRIFT, agrees, settle, slowed_by_host
 from tools.judge._ratio import speedup_interval, too_wide
 from tools.problem import Problem
@@ -200,7 +201,10 @@ def timed_against_cache(tiny: Problem, warm: WarmPool, reference: TimingStats) -
     primary = next(t for t in timings if t.primary)
     assert primary.candidate is not None
     primary.candidate = primary.candidate.model_copy(update={"median_ms": 25.0, "rse": 0.01})
-    primary.reference, primary.reference_cached, primary.speedup = reference, True, reference.median_ms / 25.0
+    primary.reference, primary.reference_cached = reference, True
+    primary.speedup = primary.eager_speedup = (
+        reference.median_ms / 25.0
+    )  # on a CPU the launch-free is the eager
     return result.model_copy(update={"timings": timings, "speedup": primary.speedup, "notices": []})
 
 
@@ -211,7 +215,9 @@ def test_a_check_slowed_by_a_busy_host_leaves_the_cached_median_and_errs_low(
     candidate's device time did not move: dividing the check gave 208x where a quiet host gave 149x."""
     cached = stats(100.0)
     result = timed_against_cache(tiny, warm, cached)
-    settled = settle(tiny, result, stats(180.0, busy=0.96))
+    settled = finish(
+        tiny, settle(tiny, result, stats(180.0, busy=0.96))
+    )  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.reference_cached
@@ -234,7 +240,7 @@ def test_elsewhere_a_disagreeing_check_is_the_reference_paired_with_the_candidat
     tiny: Problem, warm: WarmPool, fresh: TimingStats, kept_cache: None
 ) -> None:
     result = timed_against_cache(tiny, warm, stats(100.0))
-    settled = settle(tiny, result, fresh)
+    settled = finish(tiny, settle(tiny, result, fresh))  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert not primary.reference_cached
@@ -263,7 +269,9 @@ def test_on_a_devices_clock_the_reference_is_the_median_of_its_quiet_windows(
     refs.add_window(tiny.primary, stats(60.0, clock="host"))  # nor a host-clock loop's
     assert refs.windows(tiny.primary)[-1:] == [120.0]
     refs.add_window(tiny.primary, stats(60.0))
-    settled = settle(tiny, result, stats(90.0, busy=0.05))
+    settled = finish(
+        tiny, settle(tiny, result, stats(90.0, busy=0.05))
+    )  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.candidate is not None
@@ -283,7 +291,7 @@ def test_on_a_devices_clock_the_reference_is_the_median_of_its_quiet_windows(
     assert any("last 3 quiet windows" in n for n in settled.notices), settled.notices
     # The next window moves the median little, and only the last WINDOWS are kept.
     for ms in [58.0, 119.0, 95.0, 61.0, 118.0, 92.0, 85.0]:
-        settled = settle(tiny, result, stats(ms))
+        settled = finish(tiny, settle(tiny, result, stats(ms)))  # the headline's figures: tools/figures.py
     assert (
         ReferenceTimes(tiny, result.env).windows(tiny.primary)
         == [120.0, 60.0, 90.0, 58.0, 119.0, 95.0, 61.0, 118.0, 92.0, 85.0][-9:]
@@ -302,7 +310,7 @@ def test_a_busy_check_divides_the_quiet_windows_before_it_not_one_cached_median(
     for ms in [80.0, 85.0, 82.0]:
         refs.add_window(tiny.primary, stats(ms))
     busy = stats(150.0, busy=0.96)
-    settled = settle(tiny, result, busy)
+    settled = finish(tiny, settle(tiny, result, busy))  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.reference is not None
@@ -319,7 +327,7 @@ def test_before_three_quiet_windows_a_check_settles_as_before(
     tiny: Problem, warm: WarmPool, kept_cache: None
 ) -> None:
     result = timed_against_cache(tiny, warm, stats(100.0))
-    settled = settle(tiny, result, stats(104.0))
+    settled = finish(tiny, settle(tiny, result, stats(104.0)))  # the headline's figures: tools/figures.py
     primary = settled.primary_timing
     assert primary is not None
     assert primary.reference == stats(100.0)  # the cached median agreed and stands

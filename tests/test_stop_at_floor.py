@@ -1,5 +1,5 @@
 """`agent run --stop-at-floor F`: the run ends (exit status FloorReached, exit code 0) once its best kernel
-reaches fraction F of the primary shape's speed-of-light floor; refused on a problem with no floor; the
+reaches fraction F of the speed-of-light floor (geomean over the timing shapes); refused on a problem with no floor; the
 prompt states the floor and the stop; `--baselines` puts the best against each baseline in summary.json.
 The run is a real scripted playback of the CPU problem's bundled
 kernels at scan_tiny's sizes (tests/problems/scan_tiny_playback.yaml) with the CPU problem's floor."""
@@ -54,8 +54,8 @@ def test_the_prompt_states_the_floor_and_the_stop() -> None:
     assert "## Speed-of-light floor\nmax(FLOPs / fp32 FLOP/s, bytes / memory bandwidth)" in prompt
     assert "- b8_l1024_d512: 5.03 GFLOP, 51.4 MB -> floor 10.066 ms (compute-bound)" in prompt
     assert (
-        "- the run ends as soon as your best kernel reaches 50% of the primary shape's speed-of-light floor"
-        in prompt
+        "- the run ends as soon as your best kernel reaches 50% of the speed-of-light floor (geomean over the "
+        "timing shapes)" in prompt
     )
 
 

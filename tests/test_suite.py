@@ -114,16 +114,20 @@ def sample_data() -> SuiteData:
 
 def test_the_terminal_view_is_a_row_per_problem_then_the_summary() -> None:
     out = io.StringIO()
-    Console(file=out, width=120, legacy_windows=False, color_system=None).print(suite_view(sample_data()))
+    Console(file=out, width=160, legacy_windows=False, color_system=None).print(suite_view(sample_data()))
     lines = [line.rstrip() for line in out.getvalue().splitlines()]
     assert lines == [
-        "problem  device  status     exit   best  turns  tokens    cost   time  run",
-        "swish    cpu     Finished      0  1.25×      2   1,200  $0.000  42.0s  runs/r1",
-        "softmax  cpu     TurnLimit     4      –      5       0  $0.125   0.0s  runs/r2",
-        "mlp              not run              –",
+        "problem  device  status     exit  speedup (launch-free ref)  % of floor  eager speedup  turns  tokens    cost"
+        "   time  run",
+        "swish    cpu     Finished      0                      1.25×           –              –      2   1,200  $0.000"
+        "  42.0s  runs/r1",
+        "softmax  cpu     TurnLimit     4                          –           –              –      5       0  $0.125"
+        "   0.0s  runs/r2",
+        "mlp              not run                                  –           –              –",
         "",
         "correct 1/3 (33%) · fast_1 1/3 (33%) · fast_1.5 0/3 (0%) · fast_2 0/3 (0%)",
-        "geomean 1.25× over 1 correct · 1,200 tokens, $0.125 · 42.0s of runs",
+        "geomean speedup (launch-free ref) 1.25× over 1 correct (eager speedup –) · 1,200 tokens, $0.125 · 42.0s of "
+        "runs",
         "1 problem(s) not ended: agent suite --resume runs them",
     ]
 

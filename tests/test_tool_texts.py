@@ -8,7 +8,15 @@ from tools.benchmark import text as bench_text
 from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.judge._verdicts import cases_line
-from tools.results import BenchResult, CaseResult, CompileResult, Diagnostic, ShapeTiming, TimingStats
+from tools.results import (
+    BenchResult,
+    CaseResult,
+    CompileResult,
+    Diagnostic,
+    LaunchFreeReference,
+    ShapeTiming,
+    TimingStats,
+)
 
 
 def stats(ms: float, rse: float) -> TimingStats:
@@ -76,13 +84,20 @@ def test_benchmark_text_of_a_correct_kernel() -> None:
         sizes={},
         candidate=stats(100.0, 0.02),
         reference=stats(400.0, 0.01),
-        speedup=4.0,
+        launch_free=LaunchFreeReference(mode="graph", stats=stats(40.0, 0.01)),
+        speedup=0.4,
+        eager_speedup=4.0,
     )
-    result = BenchResult(status="ok", correct=True, speedup=4.0, message="ok", timings=[timing])
-    best = TimedKernel(turn=3, kernel_path="kernels/003.py", speedup=4.0, median_ms=100.0, rse=0.02)
+    result = BenchResult(status="ok", correct=True, speedup=0.4, message="ok", timings=[timing])
+    best = TimedKernel(turn=3, kernel_path="kernels/003.py", speedup=0.4, median_ms=100.0, rse=0.02)
     text = bench_text(result, best, improved=True)
-    assert text.splitlines()[0] == "benchmark CORRECT: 4.00× the reference's speed."
-    assert "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference 400.000 ms ± 1.0% -> 4.00×" in text
+    assert text.splitlines()[0] == (
+        "benchmark CORRECT: speedup (launch-free ref) 0.40× (the headline), eager speedup 4.00×."
+    )
+    assert (
+        "  b8 [primary]: yours 100.000 ms ± 2.0% vs reference replayed from a CUDA graph 40.000 ms ± 1.0% -> "
+        "0.40×; eager reference 400.000 ms ± 1.0% -> 4.00×" in text
+    )
     assert text.endswith("(this kernel: new best).")
 
 
@@ -156,5 +171,6 @@ def test_the_result_table_shows_the_interval_beside_the_speedup() -> None:
         ShapeTiming(name="b8", primary=True, sizes={}, candidate=cand, reference=ref, speedup=4.0,
                     speedup_interval=speedup_interval(ref, cand))
     )  # fmt: skip
-    assert row[-1] == "4.00× (95% 3.83–4.18×)"
-    assert timing_row(ShapeTiming(name="b8", primary=False, sizes={}, speedup=4.0))[-1] == "4.00×"
+    assert row[5] == "4.00× (95% 3.83–4.18×)"  # speedup (launch-free ref): an older result's, eager
+    assert row[-1] == "4.00×"  # the eager speedup column: the same, for a result from before launch-free ones
+    assert timing_row(ShapeTiming(name="b8", primary=False, sizes={}, speedup=4.0))[5] == "4.00×"

@@ -107,6 +107,7 @@ def test_ls(tmp_path: Path, future_run: Path, capsys: pytest.CaptureFixture[str]
         "cost",
         "wall",
         "best",
+        "eager",
     ]
     assert lines[1].split() == [future_run.name, "unreadable"]
     assert lines[2].split()[:3] == [SCRIPTED.name, "selective_scan_cpu", "scripted"]

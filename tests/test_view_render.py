@@ -72,12 +72,14 @@ result ← benchmark (incorrect)
 
 TURN_4_RESULT = """\
 result ← benchmark (ok)
-  correct · 31.7× vs the reference (b16_l1024_d1024: 1.820 ms vs 57.700 ms, rse 0.3%)
+  correct · speedup (launch-free ref) 30.5× · eager speedup 30.5× (b16_l1024_d1024: 1.820 ms, eager reference 57.700 ms, rse 0.3%)
   6/6 correctness cases passed
-   shape              candidate   rse   reference  speedup
-   b16_l1024_d1024 *   1.820 ms  0.3%   57.700 ms    31.7×
-   b8_l4096_d768       7.830 ms  0.3%  231.000 ms    29.5×
-   b4_l2048_d2048      3.709 ms  0.3%  112.000 ms    30.2×
+   shape              candidate   rse  % of floor  launch-free ref  speedup (launch-free ref)   eager ref  eager speedup
+   b16_l1024_d1024 *   1.820 ms  0.3%           –            eager                      31.7×   57.700 ms          31.7×
+   b8_l4096_d768       7.830 ms  0.3%           –            eager                      29.5×  231.000 ms          29.5×
+   b4_l2048_d2048      3.709 ms  0.3%           –            eager                      30.2×  112.000 ms          30.2×
+  launch-free reference: eager (recorded before launch-free references: its speedup is against the eager reference)
+  no floor: none in this result (the problem's spec states no `floor:`, its work per call)
   device time: own kernels 41% · gemm 59%
   36.2s in benchmark
 new best: 31.7× · kernels/005.py · 1.820 ms (rse 0.3%)
@@ -188,7 +190,7 @@ def test_scripted_run_is_labelled_and_has_no_tokens() -> None:
 
 
 LS_WIDE = """\
-run                                         problem             model                        status                turns  tokens    cost    wall   best
+run                                         problem             model                        status                turns  tokens    cost    wall   best  eager
 20261130T000000Z-selective_scan-bad000                                                       unreadable
 20261129T120000Z-selective_scan-d4e5f6      selective_scan      anthropic/claude-sonnet-5-5  killed                    3  18,101  $0.222  3m 49s  5.10×
 20261129T101500Z-selective_scan-a1b2c3      selective_scan      anthropic/claude-opus-5-5    finished (submitted)      5  37,088  $0.335  6m 07s  31.2×

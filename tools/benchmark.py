@@ -20,7 +20,9 @@ from tools.cache.peaks import host_peaks
 from tools.compile_kernel import head_tail
 from tools.compile_kernel import text as compile_text
 from tools.envinfo import collect_env
-from tools.floor import floor_fraction, floor_text, with_floors
+from tools.figure_data import Figures, format_metric
+from tools.figures import figures_of, finish
+from tools.floor import floor_text, with_floors
 from tools.host import timing_threads
 from tools.judge import _phases as phases
 from tools.judge._ahead import made_beside, obtain, prefetch, reference_cached
@@ -59,7 +61,9 @@ SPEC = ToolSpec(
     description=(
         "Compile, check against float64 ground truth on every correctness case (fresh random seed each "
         "call), then time the timed shapes against the reference. Returns failing cases with their "
-        "errors, timings with their spread, the speedup, and the best kernel so far."
+        "errors, timings with their spread, the headline (% of the speed-of-light floor where the problem has "
+        "one, else the speedup against the reference replayed without launch overhead), the eager speedup, "
+        "and the best kernel so far."
     ),
     brief="correctness on every case, then timings and the speedup.",
 )
@@ -131,6 +135,7 @@ def benchmark(
         finally:
             if turns is not None:
                 turns.close()
+    result = finish(problem, result)  # the launch-free speedups, the faster-than-floor guard, the headline
     result.notices += integrity_notices(problem)
     if ev is not None:
         if suspicious:
@@ -221,17 +226,49 @@ def _stats(s: TimingStats | None) -> str:
     return f"{s.median_ms:.3f} ms ± {s.rse * 100:.1f}%" if s else "n/a"
 
 
+def _interval_text(t: ShapeTiming) -> str:
+    if t.speedup is None or t.speedup_interval is None:
+        return ""
+    low, high = t.speedup_interval
+    wide = ": too wide to rank against a kernel inside it" if too_wide(t.speedup_interval) else ""
+    eager_ref = t.launch_free is None or t.launch_free.mode == "eager"
+    if wide and eager_ref and t.reference is not None and t.reference.windows:  # the width is the reference's
+        wide = ": the reference's windows on this host vary this much; rank kernels by their own times"
+    return f" (95% {low:.2f}–{high:.2f}×{wide})"
+
+
 def _timing_line(t: ShapeTiming) -> str:
+    """One shape: yours, the launch-free reference and the headline speedup, the eager one, the floor."""
     speed = f"{t.speedup:.2f}×" if t.speedup is not None else "no speedup"
-    if t.speedup is not None and t.speedup_interval is not None:
-        low, high = t.speedup_interval
-        wide = ": too wide to rank against a kernel inside it" if too_wide(t.speedup_interval) else ""
-        if wide and t.reference is not None and t.reference.windows:  # the width is the reference's
-            wide = ": the reference's windows on this host vary this much; rank kernels by their own times"
-        speed += f" (95% {low:.2f}–{high:.2f}×{wide})"
+    speed += _interval_text(t)
+    lf = t.launch_free
+    if lf is not None and lf.mode == "graph":
+        eager = f"{t.eager_speedup:.2f}×" if t.eager_speedup is not None else "n/a"
+        against = f"reference replayed from a CUDA graph {_stats(lf.stats)} -> {speed}; eager reference {_stats(t.reference)} -> {eager}"
+    else:
+        against = f"reference {_stats(t.reference)} (eager) -> {speed}"
     note = f" ({t.message})" if t.message else ""
     floor = f"; {floor_text(t)}" if floor_text(t) else ""
-    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs reference {_stats(t.reference)} -> {speed}{floor}{note}"
+    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs {against}{floor}{note}"
+
+
+def figures_line(f: Figures) -> str:
+    """Which figure is which, in a line: the headline first (what ranks kernels), then the others."""
+    head = (
+        "% of floor (the floor's ms / your median; 100% = at the speed-of-light floor)"
+        if f.metric == "floor_fraction"
+        else "speedup (launch-free ref)"
+    )
+    ref = (
+        "the reference replayed from a CUDA graph (no launch overhead)"
+        if f.reference_mode != "eager"
+        else f"the reference run eagerly ({f.reference_note or 'no graph'})"
+    )
+    floor = "" if f.floor_status == "derived" else f"; {f.floor_note}"
+    return (
+        f"Figures: the headline, which ranks kernels, is {head}, {f.overall}; speedup (launch-free ref) divides "
+        f"{ref}; eager speedup divides PyTorch's eager reference (launch-bound, secondary){floor}."
+    )
 
 
 def _case_line(c: CaseResult) -> str:
@@ -256,7 +293,10 @@ def _best_line(best: BestSoFar | None, improved: bool) -> str:
     if best is None:
         return "Best so far: none correct yet."
     mark = " (this kernel: new best)" if improved else ""
-    return f"Best so far: {best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
+    metric = getattr(best, "headline_metric", None)
+    value = getattr(best, "headline", None)
+    share = f"{format_metric(metric, value)} of floor, " if metric == "floor_fraction" else ""
+    return f"Best so far: {share}{best.speedup:.2f}× at {best.median_ms:.3f} ms ± {best.rse * 100:.1f}% ({best.kernel_path}, turn {best.turn}){mark}."
 
 
 def sanitizer_text(report: SanitizerReport) -> str:
@@ -279,11 +319,19 @@ def headline(result: BenchResult) -> str:
     results are cut down to it when the context is bounded)."""
     first = result.message.strip().splitlines()[0] if result.message.strip() else ""
     if result.correct and result.speedup is not None:
-        fraction = floor_fraction(result)
-        floor = f", {fraction * 100:.0f}% of the speed-of-light floor" if fraction is not None else ""
-        return f"benchmark CORRECT: {result.speedup:.2f}× the reference's speed{floor}."
+        f = result.figures or figures_of(result)
+        eager = f", eager speedup {f.eager_speedup:.2f}×" if f.eager_speedup is not None else ""
+        if f.metric == "floor_fraction" and f.value is not None:
+            return (
+                f"benchmark CORRECT: {f.value * 100:.0f}% of the speed-of-light floor (the headline); "
+                f"speedup (launch-free ref) {result.speedup:.2f}×{eager}."
+            )
+        return f"benchmark CORRECT: speedup (launch-free ref) {result.speedup:.2f}× (the headline){eager}."
     if result.status == "suspect":
-        why = next((f.message for f in result.flag_details if f.name == "timing_mismatch"), result.message)
+        why = next(
+            (f.message for f in result.flag_details if f.name in ("timing_mismatch", "faster_than_floor")),
+            result.message,
+        )
         return f"benchmark SUSPECT: outputs correct, timing not trusted (no speedup counted): {why}"
     if result.status == "incorrect":
         failed = [c.name for c in result.cases if c.status in ("failed", "error")]
@@ -313,6 +361,8 @@ def text(result: BenchResult, best: BestSoFar | None, improved: bool) -> str:
     if result.timings:
         lines.append("Timings (median ± relative standard error):")
         lines += [_timing_line(t) for t in result.timings]
+        if any(t.candidate is not None for t in result.timings):
+            lines.append(figures_line(result.figures or figures_of(result)))
     if not result.correct and result.status not in ("ok", "incorrect") and result.output and not bad:
         lines.append(head_tail(result.output))
     elif result.status not in ("ok", "incorrect") and result.message.strip().count("\n"):

@@ -61,12 +61,20 @@ def with_floors(problem: Problem, result: BenchResult, peaks: HostPeaks) -> Benc
     if floor is None:
         return result
     timings = [
-        t.model_copy(
-            update={"floor": shape_floor(floor, t.sizes, peaks, t.candidate if result.correct else None)}
-        )
-        for t in result.timings
+        t.model_copy(update={"floor": derived_floor(floor, t, peaks, result.correct)}) for t in result.timings
     ]
     return result.model_copy(update={"timings": timings, "peaks": peaks})
+
+
+def derived_floor(floor: Floor, timing: ShapeTiming, peaks: HostPeaks, correct: bool) -> ShapeFloor:
+    """`shape_floor`, or why it cannot be derived at this shape (the spec is checked at load: this is a
+    floor that still fails, said in the result, never a crash)."""
+    try:
+        return shape_floor(floor, timing.sizes, peaks, timing.candidate if correct else None)
+    except (ValueError, ZeroDivisionError, OverflowError) as exc:
+        return ShapeFloor(
+            flops=0.0, bytes=0.0, message=f"the floor cannot be derived at {timing.name}: {exc}"
+        )
 
 
 def floor_fraction(result: BenchResult) -> float | None:

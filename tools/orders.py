@@ -66,6 +66,9 @@ class TruthShape(_Order):
     truth_path: str
     time_reference: bool
     reference_cfg: LoopSettings
+    time_launch_free: bool = (
+        False  # the reference replayed from a CUDA graph, timed too (tools/worker/launch_free.py)
+    )
 
 
 class TruthRequest(_Order):

@@ -350,10 +350,13 @@ def _check_floor(path: Path, spec: ProblemSpec, constants: dict[str, SizeValue])
     for shape in spec.timing:
         sizes = {**constants, **shape.sizes}
         try:
-            flops, _ = spec.floor.work(sizes)
+            flops, moved = spec.floor.work(sizes)
             gemm = spec.floor.gemm(sizes)
         except (ValueError, ZeroDivisionError, OverflowError) as exc:
             raise ProblemError(f"{path}: floor at timing.{shape.name}: {exc}") from exc
+        if flops < 0 or moved < 0 or flops + moved <= 0:
+            why = f"flops ({flops:.4g}) and bytes ({moved:.4g}) must be >= 0, and not both 0"
+            raise ProblemError(f"{path}: floor at timing.{shape.name}: {why}")
         if not 0 <= gemm <= flops:
             why = f"gemm_flops ({gemm:.4g}) is not part of flops ({flops:.4g})"
             raise ProblemError(f"{path}: floor at timing.{shape.name}: {why}")

@@ -10,13 +10,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tools.figure_data import Figures
 from tools.kbfile import SizeValue
 
 CompileStatus = Literal["ok", "compile_error", "import_error", "timeout", "crashed", "no_device"]
 BenchStatus = Literal[
     "ok",  # evaluated: correct and timed
     "incorrect",  # evaluated: some case failed or a disqualifying flag was raised
-    "suspect",  # evaluated: every output correct, but the clocks disagreed twice; no speedup, never the best
+    "suspect",  # evaluated: outputs correct, timing not trusted (clocks disagreed twice, faster than the floor)
     "compile_error",
     "import_error",
     "timeout",
@@ -223,7 +224,18 @@ class ShapeFloor(Model):
         False,
         description="the GEMMs counted as fp32-accurate split products on tensor cores, not on fp32 units",
     )
+    uncertainty: float = Field(0.0, description="share of `ms` a median may be below it (tools/figures.py)")
     message: str = ""
+
+
+class LaunchFreeReference(Model):
+    """The reference's forward replayed from a CUDA graph, timed (tools/worker/launch_free.py); `eager`: the eager
+    reference stands in, `note` says why (a CPU problem, a capture that failed)."""
+
+    mode: Literal["graph", "eager"]
+    stats: TimingStats | None = Field(None, description="the replays' timing (mode graph)")
+    cached: bool = False
+    note: str = ""
 
 
 class ShapeTiming(Model):
@@ -236,10 +248,15 @@ class ShapeTiming(Model):
     reference_check: TimingStats | None = Field(
         None, description="the reference timed again briefly beside the candidate (tools/judge/_paired.py)"
     )
-    speedup: float | None = None
+    speedup: float | None = Field(None, description="the launch-free reference's median / yours")
     speedup_interval: tuple[float, float] | None = Field(
         None, description="95 % interval of the speedup from the two medians' spreads (tools/judge/_ratio.py)"
     )
+    launch_free: LaunchFreeReference | None = Field(None, description="None: a result from before it existed")
+    eager_speedup: float | None = Field(
+        None, description="the eager reference's median (`reference`) / yours"
+    )
+    eager_interval: tuple[float, float] | None = None
     rechecked: list[CaseResult] = Field(default_factory=list)
     message: str = ""
     floor: ShapeFloor | None = Field(None, description="speed-of-light floor (problems with a `floor`)")
@@ -311,7 +328,9 @@ class SanitizerReport(Model):
 class BenchResult(Model):
     status: BenchStatus
     correct: bool
-    speedup: float | None
+    speedup: float | None = Field(description="vs the launch-free reference; geomean over the timing shapes")
+    eager_speedup: float | None = Field(None, description="vs the eager reference; geomean over the shapes")
+    figures: Figures | None = Field(None, description="the headline and its figures (tools/figures.py)")
     flags: list[str] = Field(default_factory=list)
     flag_details: list[Flag] = Field(default_factory=list)
     message: str

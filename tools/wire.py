@@ -20,7 +20,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from tools.results import BuildInfo, CaseResult, Diagnostic, KernelUsage, TimingStats
+from tools.results import BuildInfo, CaseResult, Diagnostic, KernelUsage, LaunchFreeReference, TimingStats
 
 
 class _Message(BaseModel):
@@ -209,6 +209,7 @@ class TimingReady(_Message):
         default_factory=list, description="(position, numel) of the inputs a call's offset shifts"
     )
     reference: TimingStats | None = None
+    launch_free: LaunchFreeReference | None = None  # where asked (orders.TruthShape.time_launch_free)
     ref_errors: list[ReferenceError_] = Field(default_factory=list)
     reference_seconds: float
     # Facts of the shape's truth, so that the judge needs the truth itself only to compare outputs with it:

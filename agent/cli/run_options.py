@@ -71,7 +71,7 @@ def add_floor_options(p: argparse.ArgumentParser) -> None:
         "--stop-at-floor",
         type=floor_fraction,
         metavar="F",
-        help="stop once the best reaches F of the floor (0.8)",
+        help="stop once the best reaches F of the speed-of-light floor (0.8; geomean over the timing shapes)",
     )
     p.add_argument(
         "--baselines",

@@ -253,6 +253,8 @@ def result_of_run(problem: Problem, run_dir: Path, suite_dir: Path, code: int) -
         exit_status=summary.exit_status if summary else "ModelError",
         message=summary.message if summary else "the run left no summary.json",
         best_speedup=summary.best_speedup if summary else None,
+        best_eager_speedup=summary.best_eager_speedup if summary else None,
+        best_floor_fraction=summary.best_floor_fraction if summary else None,
         best_kernel=str((run_dir / summary.best_kernel).relative_to(suite_dir))
         if summary and summary.best_kernel
         else None,
@@ -336,7 +338,7 @@ def progress_line(what: str, problem: Problem, result: ProblemResult | None) -> 
 
     if result is None:
         return f"  started {escape(problem.name)}"
-    best = fmt_speedup(result.best_speedup) if result.correct else "no correct kernel"
+    best = f"{fmt_speedup(result.best_speedup)} (launch-free ref)" if result.correct else "no correct kernel"
     return f"  ended   {escape(problem.name)}: {escape(result.exit_status)} (exit {result.exit_code}) · best {best}"
 
 

@@ -141,7 +141,7 @@ def speedup_chart(run: RunData) -> str:
     found = bench_points(run)
     fig, ax = new_figure()
     ax.set_gid("speedup-chart")
-    ax.set_ylabel("speedup vs reference (×)")
+    ax.set_ylabel("speedup (launch-free ref) (×)")
     turns = max((t.turn for t in run.turns), default=0) if run.parallel else run.turn_count  # per trajectory
     last_turn = max(turns, max((c.turn for c in found), default=0), 1)
     ax.axhline(1.0, color="#999999", linestyle=":", linewidth=1, gid="reference-line", label="reference (1×)")

@@ -22,7 +22,14 @@ from agent.report.turns import (
 )
 from agent.runlog.data import RunData
 from agent.runlog.events import ToolCallEvent
-from agent.views.fmt import SCRIPTED_LABEL, fmt_cost, fmt_duration, fmt_speedup, fmt_time, tokens_by_kind
+from agent.views.fmt import (
+    SCRIPTED_LABEL,
+    fmt_cost,
+    fmt_duration,
+    fmt_figures,
+    fmt_time,
+    tokens_by_kind,
+)
 from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, case_row, timing_row
 from agent.views.run import model_label
 from tools.results import BenchResult
@@ -61,7 +68,12 @@ def summary_html(run: RunData) -> str:
         ),
         ("tokens", scripted if run.scripted else esc(tokens_by_kind(run.usage))),
         ("cost", scripted if run.scripted else esc(fmt_cost(run.cost_usd))),
-        ("best", esc(f"{fmt_speedup(run.best_speedup)} · {run.best_kernel_path or 'no correct kernel'}")),
+        (
+            "best",
+            esc(
+                f"{fmt_figures(run.best_kernel, run.best_speedup)} · {run.best_kernel_path or 'no correct kernel'}"
+            ),
+        ),
         ("machine", esc(" · ".join(x for x in (env.host, env.gpu, env.torch and f"torch {env.torch}") if x))),
     ]
     rows += [("note", f'<span class="warn">{esc(note)}</span>') for note in run.notes]
@@ -72,7 +84,7 @@ def summary_html(run: RunData) -> str:
 def best_html(run: RunData) -> str:
     if run.best_speedup is None or run.best_kernel_path is None:
         return "<p>No correct kernel in this run.</p>"
-    parts = [f"<p><b>{esc(fmt_speedup(run.best_speedup))}</b> · {esc(run.best_kernel_path)}"]
+    parts = [f"<p><b>{esc(fmt_figures(run.best_kernel, run.best_speedup))}</b> · {esc(run.best_kernel_path)}"]
     if run.best:
         parts.append(f" · turn {run.best.turn}" + (" · re-checked at the end" if run.best.final else ""))
     parts.append("</p>")
@@ -85,7 +97,7 @@ def best_html(run: RunData) -> str:
         parts.append(table_html(list(CASE_COLUMNS), rows, numeric=[3, 4]))
         parts.append("<h3>Timing per shape (* primary)</h3>")
         rows = [[esc(cell) for cell in timing_row(t)] for t in bench.timings]
-        parts.append(table_html(list(TIMING_COLUMNS), rows, numeric=[1, 2, 3, 4]))
+        parts.append(table_html(list(TIMING_COLUMNS), rows, numeric=[1, 2, 3, 4, 5, 6, 7]))
     source = run.kernels.get("best.py") or run.kernels.get(run.best_kernel_path)
     if source is not None:
         parts.append(

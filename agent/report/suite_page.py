@@ -8,11 +8,11 @@ from pathlib import Path
 
 from agent.report.assets import CSS
 from agent.suite.records import ProblemResult, SuiteData
-from agent.views.fmt import fmt_cost, fmt_duration, fmt_speedup
-from agent.views.suite import fmt_p
+from agent.views.fmt import fmt_cost, fmt_duration, fmt_fraction, fmt_speedup
+from agent.views.suite import COLUMNS, RIGHT, fmt_p
 
-HEADERS = ("problem", "device", "status", "exit", "best", "turns", "tokens", "cost", "time", "run or kernel")
-NUMERIC = {"exit", "best", "turns", "tokens", "cost", "time"}
+HEADERS = (*COLUMNS[:-1], "run or kernel")  # the terminal's columns (agent/views/suite.py)
+NUMERIC = RIGHT
 
 
 def esc(value: object) -> str:
@@ -32,7 +32,12 @@ def summary_rows(data: SuiteData) -> list[tuple[str, str]]:
         ("judged", what),
         ("correct", share(s.correct)),
         *((f"fast_{fmt_p(f.p)}", share(f.count)) for f in s.fast_p if f.p > 0),
-        ("geomean speedup", f"{fmt_speedup(s.geomean_speedup)} over {s.correct} correct (ratios clipped)"),
+        (
+            "geomean speedup (launch-free ref)",
+            f"{fmt_speedup(s.geomean_speedup)} over {s.correct} correct (ratios clipped)",
+        ),
+        ("geomean eager speedup", fmt_speedup(s.geomean_eager_speedup)),
+        ("mean % of floor", fmt_fraction(s.mean_floor_fraction)),
         ("tokens", f"{s.tokens:,} (in {s.usage.tokens_in:,}, out {s.usage.output_tokens:,})"),
         ("cost", fmt_cost(s.cost_usd)),
         ("time", f"{fmt_duration(s.wall_seconds)} of runs"),
@@ -49,6 +54,8 @@ def result_cells(result: ProblemResult) -> list[str]:
         f'<span class="{status}" title="{esc(result.message)}">{esc(result.exit_status)}</span>',
         esc(result.exit_code),
         esc(fmt_speedup(result.best_speedup)),
+        esc(fmt_fraction(result.best_floor_fraction)),
+        esc(fmt_speedup(result.best_eager_speedup)),
         esc(result.turns),
         esc(f"{result.usage.total:,}"),
         esc(fmt_cost(result.cost_usd)),
@@ -97,7 +104,8 @@ def build_suite_page(data: SuiteData) -> str:
         f'<table class="kv">{summary}</table></header>\n'
         f'<div class="layout"><main><h2>Problems</h2>{problems_html(data)}'
         '<p class="note">fast_p: the share of the suite\'s problems whose best kernel is correct and more '
-        "than p times as fast as the reference; problems not ended count as not correct.</p>"
+        "than p times as fast as the launch-free reference (docs/ranking.md); problems not ended count as not "
+        "correct.</p>"
         "</main></div>\n</body></html>\n"
     )
 

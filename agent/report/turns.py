@@ -14,9 +14,18 @@ from dataclasses import dataclass
 from agent import toolbox
 from agent.runlog.data import RunData, TrajectoryData, TurnData
 from agent.runlog.events import BestEvent, ErrorEvent, ModelCallEvent, ToolCallEvent
-from agent.views.fmt import SCRIPTED_LABEL, fmt_err, fmt_ms, fmt_seconds, fmt_speedup, tokens_line
-from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, sizes_text, timing_row, usage_text
+from agent.views.fmt import (
+    SCRIPTED_LABEL,
+    fmt_err,
+    fmt_figures,
+    fmt_ms,
+    fmt_seconds,
+    fmt_speedup,
+    tokens_line,
+)
+from agent.views.result import CASE_COLUMNS, TIMING_COLUMNS, headline_text, sizes_text, timing_row, usage_text
 from tools.benchmark import sanitizer_text
+from tools.figures import figures_of
 from tools.floor import floor_text
 from tools.profile_kernel import text as profile_text
 from tools.results import BenchResult, CompileResult, ProfileResult
@@ -240,12 +249,11 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
         detail = ""
         if primary and primary.candidate and primary.reference:
             detail = (
-                f' <span class="dim">({esc(primary.name)}: {fmt_ms(primary.candidate.median_ms)} vs '
+                f' <span class="dim">({esc(primary.name)}: {fmt_ms(primary.candidate.median_ms)}, eager reference '
                 f"{fmt_ms(primary.reference.median_ms)}, rse {primary.candidate.rse:.1%})</span>"
             )
-        parts = [
-            f'<p class="verdict"><span class="ok">correct · {fmt_speedup(result.speedup)} vs the reference</span>{detail}</p>'
-        ]
+        headline = esc(headline_text(result.figures or figures_of(result)))
+        parts = [f'<p class="verdict"><span class="ok">correct · {headline}</span>{detail}</p>']
     else:
         parts = [
             f'<p class="verdict"><span class="bad">{esc(result.status)}</span>: {esc(result.message)}</p>'
@@ -265,7 +273,7 @@ def bench_html(result: BenchResult, kernel_path: str | None) -> str:
         parts.append(cases_html(result))
     if result.timings:
         rows = [[esc(cell) for cell in timing_row(t)] for t in result.timings]
-        parts.append(table_html(TIMING_COLUMNS, rows, numeric=[1, 2, 3, 4]))
+        parts.append(table_html(TIMING_COLUMNS, rows, numeric=[1, 2, 3, 4, 5, 6, 7]))
         floors = "; ".join(f"{t.name}: {floor_text(t)}" for t in result.timings if floor_text(t))
         parts += [f'<p class="dim">speed-of-light {esc(floors)}</p>'] if floors else []
     usage = result.usage
@@ -325,7 +333,7 @@ def model_call_html(call: ModelCallEvent) -> str:
 def best_event_html(event: BestEvent) -> str:
     label = "final re-check winner" if event.final else "new best"
     return (
-        f'<p><span class="badge best">{label}</span> {fmt_speedup(event.speedup)} · {esc(event.kernel_path)} · '
+        f'<p><span class="badge best">{label}</span> {esc(fmt_figures(event, event.speedup))} · {esc(event.kernel_path)} · '
         f"{fmt_ms(event.median_ms)} (rse {event.rse:.1%})</p>"
     )
 

@@ -22,6 +22,7 @@ from agent.runlog.events import (
     RunEndEvent,
     RunInfo,
     RunSummary,
+    TimedKernel,
     ToolCallEvent,
     TrajectoryEvent,
     TurnEndEvent,
@@ -228,6 +229,14 @@ class RunData:
         if self.best:
             return self.best.speedup
         return max((e.speedup for e in self.best_events), default=None)
+
+    @property
+    def best_kernel(self) -> TimedKernel | None:
+        """The best as recorded (best.json, else the last best event): its headline and eager speedup."""
+        if self.best:
+            return self.best
+        events = self.best_events
+        return events[-1] if events else None
 
     @property
     def best_kernel_path(self) -> str | None:

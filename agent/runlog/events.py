@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from tools.figure_data import HeadlineMetric
 from tools.results import BaselineReport
 
 FORMAT_VERSION = 2
@@ -99,14 +100,27 @@ class TimedKernel(BaseModel):
 
     turn: int
     kernel_path: str = Field(description="the candidate's own file under kernels/, relative to the run dir")
-    speedup: float
+    speedup: float = Field(
+        description="vs the launch-free reference (geomean over shapes); older logs: eager"
+    )
     median_ms: float = Field(description="its median at the primary timed shape")
     rse: float = Field(description="that median's relative standard error")
     floor_ms: float | None = Field(None, description="the primary shape's speed-of-light floor, where known")
+    eager_speedup: float | None = Field(None, description="vs the eager reference (None: an older log)")
+    headline_metric: HeadlineMetric | None = Field(None, description="what ranks it (None: an older log)")
+    headline: float | None = Field(None, description="its value: geomean over the timing shapes")
 
     @property
     def floor_fraction(self) -> float | None:
+        """The headline where it is the share of the floor; an older log's: the primary shape's."""
+        if self.headline_metric == "floor_fraction":
+            return self.headline
         return self.floor_ms / self.median_ms if self.floor_ms is not None and self.median_ms > 0 else None
+
+    @property
+    def rank(self) -> float:
+        """What ranks it against other kernels (higher is better): the headline, else the speedup."""
+        return self.headline if self.headline is not None else self.speedup
 
 
 class _BestTag(BaseEvent):  # the tag before the kernel's fields, as the log has always had it
@@ -285,10 +299,12 @@ class RunSummary(Versioned):
     llm_seconds: float = 0.0
     tool_seconds: float = 0.0
     recheck_seconds: float = Field(0.0, description="the final re-check's, after the last turn")
-    best_speedup: float | None = None
+    best_speedup: float | None = Field(None, description="vs the launch-free reference (older logs: eager)")
     best_floor_fraction: float | None = Field(
-        None, description="the re-checked best: floor ms / its median ms"
+        None, description="the re-checked best: floor ms / its median ms (geomean over the shapes)"
     )
+    best_eager_speedup: float | None = None
+    best_headline_metric: HeadlineMetric | None = Field(None, description="what ranked the run's kernels")
     best_kernel: str | None = Field(None, description="relative path, e.g. best.py")
     baselines: BaselineReport | None = Field(None, description="--baselines: the best against each baseline")
     scripted: bool = False

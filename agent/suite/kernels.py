@@ -55,10 +55,13 @@ def judge(problem: Problem, path: Path, context: SuiteContext) -> BenchResult:
 
 
 def verdict(path: Path, result: BenchResult) -> KernelVerdict:
-    speedup = result.speedup if result.correct else None
+    correct = result.correct
+    figures = result.figures
     return KernelVerdict(
-        path=str(path), status=result.status, correct=result.correct, speedup=speedup, message=result.message
-    )
+        path=str(path), status=result.status, correct=correct, speedup=result.speedup if correct else None,
+        eager_speedup=result.eager_speedup if correct else None,
+        floor_fraction=figures.floor_fraction if correct and figures is not None else None, message=result.message,
+    )  # fmt: skip
 
 
 def best_of(verdicts: list[KernelVerdict]) -> KernelVerdict | None:
@@ -93,6 +96,8 @@ def judge_kernels(problem: Problem, context: SuiteContext, kernels_dir: Path) ->
         exit_status=chosen.status,
         message=chosen.message,
         best_speedup=best.speedup if best else None,
+        best_eager_speedup=best.eager_speedup if best else None,
+        best_floor_fraction=best.floor_fraction if best else None,
         best_kernel=best.path if best else None,
         kernels=verdicts,
         wall_seconds=time.monotonic() - started,

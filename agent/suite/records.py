@@ -6,10 +6,12 @@ run folders) and `suite.html`. The summary (`SuiteSummary`) is made from the res
 
 - correct: the problem's best kernel is correct (it has a speedup);
 - fast_p: the fraction of the suite's problems whose best kernel is correct AND more than p times as fast
-  as the reference (KernelBench's metric); fast_0 is the correct rate. A problem with no result yet
-  counts as not correct;
-- geomean speedup over the correct problems, each ratio clipped to [1/CLIP, CLIP] first, so that one
-  absurd ratio (a near-zero time) cannot carry or sink the mean (docs/exploits.md, row 28).
+  as the launch-free reference (KernelBench's metric; docs/ranking.md); fast_0 is the correct rate. A
+  problem with no result yet counts as not correct;
+- geomean speedup (launch-free) over the correct problems, each ratio clipped to [1/CLIP, CLIP] first, so
+  that one absurd ratio (a near-zero time) cannot carry or sink the mean (docs/exploits.md, row 28); the
+  eager speedup's geomean beside it;
+- mean % of floor over the correct problems that have a floor.
 """
 
 from __future__ import annotations
@@ -54,7 +56,9 @@ class KernelVerdict(BaseModel):
     path: str
     status: str
     correct: bool
-    speedup: float | None
+    speedup: float | None = Field(description="vs the launch-free reference")
+    eager_speedup: float | None = None
+    floor_fraction: float | None = None
     message: str
 
 
@@ -73,7 +77,11 @@ class ProblemResult(BaseModel):
     exit_code: int = Field(description="`agent run`'s code (model mode) or `agent bench`'s (kernels mode)")
     exit_status: str = Field(description="summary.json's exit status, or the best kernel's bench status")
     message: str = ""
-    best_speedup: float | None = Field(None, description="the best correct kernel's; None: none correct")
+    best_speedup: float | None = Field(
+        None, description="the best correct kernel's, vs the launch-free reference; None: none correct"
+    )
+    best_eager_speedup: float | None = Field(None, description="the same kernel's vs the eager reference")
+    best_floor_fraction: float | None = Field(None, description="its % of floor (None: no floor)")
     best_kernel: str | None = Field(None, description="its path, relative to the suite folder")
     run_dir: str | None = Field(None, description="the run folder, relative to the suite folder")
     kernels: list[KernelVerdict] = Field(default_factory=list, description="kernels mode: every file judged")
@@ -105,7 +113,11 @@ class SuiteSummary(BaseModel):
     correct: int
     correct_rate: float
     fast_p: list[FastP]
-    geomean_speedup: float | None = Field(description="over the correct problems, ratios clipped")
+    geomean_speedup: float | None = Field(
+        description="launch-free, over the correct problems, ratios clipped"
+    )
+    geomean_eager_speedup: float | None = Field(None, description="the same of the eager speedups")
+    mean_floor_fraction: float | None = Field(None, description="over the correct problems with a floor")
     harness_errors: int
     usage: Usage
     tokens: int
@@ -123,11 +135,17 @@ def clipped(speedup: float) -> float:
     return min(max(speedup, 1 / SPEEDUP_CLIP), SPEEDUP_CLIP)
 
 
-def geomean_speedup(results: list[ProblemResult]) -> float | None:
-    speedups = [clipped(r.best_speedup) for r in results if r.best_speedup is not None]
+def geomean_speedup(results: list[ProblemResult], eager: bool = False) -> float | None:
+    picked = [r.best_eager_speedup if eager else r.best_speedup for r in results if r.correct]
+    speedups = [clipped(s) for s in picked if s is not None]
     if not speedups:
         return None
     return math.exp(sum(math.log(s) for s in speedups) / len(speedups))
+
+
+def mean_floor_fraction(results: list[ProblemResult]) -> float | None:
+    fractions = [r.best_floor_fraction for r in results if r.correct and r.best_floor_fraction is not None]
+    return sum(fractions) / len(fractions) if fractions else None
 
 
 def summed_usage(results: list[ProblemResult]) -> Usage:
@@ -146,6 +164,8 @@ def summarize(results: list[ProblemResult], total: int) -> SuiteSummary:
         correct_rate=correct / total if total else 0.0,
         fast_p=[fast_p(results, total, p) for p in FAST_P],
         geomean_speedup=geomean_speedup(results),
+        geomean_eager_speedup=geomean_speedup(results, eager=True),
+        mean_floor_fraction=mean_floor_fraction(results),
         harness_errors=sum(1 for r in results if r.outcome == "harness_error"),
         usage=usage,
         tokens=usage.total,

@@ -33,9 +33,9 @@ from agent.views.fmt import (
     OK_STYLE,
     SCRIPTED_LABEL,
     fmt_cost,
+    fmt_figures,
     fmt_ms,
     fmt_seconds,
-    fmt_speedup,
     labelled,
     tokens_line,
 )
@@ -111,7 +111,7 @@ def tool_call_view(call: ToolCallEvent, full: bool, shelf: KernelShelf | None) -
 def best_view(event: BestEvent) -> Text:
     label = "final re-check" if event.final else "new best"
     return Text(
-        f"{label}: {fmt_speedup(event.speedup)} · {event.kernel_path} · "
+        f"{label}: {fmt_figures(event, event.speedup)} · {event.kernel_path} · "
         f"{fmt_ms(event.median_ms)} (rse {event.rse:.1%})",
         style="bold yellow",
     )

@@ -11,10 +11,40 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from agent.runlog.events import Usage
+from agent.runlog.events import TimedKernel, Usage
+from tools.figure_data import EAGER_LABEL, HEADLINE_LABELS
 
 SCRIPTED_LABEL = "scripted playback"
 OK_STYLE, BAD_STYLE, LABEL_STYLE, DIM = "green", "red", "bold cyan", "dim"
+
+
+def fmt_headline(best: TimedKernel | None, speedup: float | None) -> str:
+    """A best kernel's headline, named as everywhere (docs/ranking.md): `41% of floor` where it ranks by the
+    floor, else `3.10× (launch-free ref)`; an older log's best: its speedup alone."""
+    if best is not None and best.headline_metric == "floor_fraction" and best.headline is not None:
+        return f"{best.headline * 100:.0f}% of floor"
+    if speedup is None:
+        return "–"
+    return (
+        f"{fmt_speedup(speedup)} (launch-free ref)"
+        if best is not None and best.headline_metric
+        else fmt_speedup(speedup)
+    )
+
+
+def fmt_fraction(fraction: float | None) -> str:
+    """A share of the floor: `41%` (`–`: no floor)."""
+    return "–" if fraction is None else f"{fraction * 100:.0f}%"
+
+
+def fmt_figures(best: TimedKernel | None, speedup: float | None) -> str:
+    """The headline, then the launch-free speedup (where the floor leads) and the eager speedup, labelled."""
+    parts = [fmt_headline(best, speedup)]
+    if best is not None and best.headline_metric == "floor_fraction":
+        parts.append(f"{HEADLINE_LABELS['launch_free_speedup']} {fmt_speedup(speedup)}")
+    if best is not None and best.eager_speedup is not None:
+        parts.append(f"{EAGER_LABEL} {fmt_speedup(best.eager_speedup)}")
+    return " · ".join(parts)
 
 
 def fmt_seconds(seconds: float) -> str:

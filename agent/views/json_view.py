@@ -35,7 +35,10 @@ def run_totals_json(run: RunData) -> dict[str, Any]:
         "usage": run.usage.model_dump(mode="json"),
         "cost_usd": run.cost_usd,
         "wall_seconds": run.wall_seconds,
-        "best_speedup": run.best_speedup,
+        "best_speedup": run.best_speedup,  # vs the launch-free reference (docs/ranking.md)
+        "best_headline_metric": run.best_kernel.headline_metric if run.best_kernel else None,
+        "best_headline": run.best_kernel.headline if run.best_kernel else None,
+        "best_eager_speedup": run.best_kernel.eager_speedup if run.best_kernel else None,
         "best_kernel": run.best_kernel_path,
     }
 

@@ -11,6 +11,8 @@ from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_err, fmt_ms, fmt_seconds, fmt_speedup
 from tools.benchmark import sanitizer_run_text, sanitizer_text
+from tools.figure_data import EAGER_LABEL, HEADLINE_LABELS, Figures, format_metric
+from tools.figures import figures_of, shape_figures
 from tools.floor import floor_text, peaks_text
 from tools.kbfile import SizeValue
 from tools.results import (
@@ -27,7 +29,10 @@ from tools.results import (
 )
 
 CASE_COLUMNS = ("case", "sizes", "status", "max abs", "rel L2", "why")
-TIMING_COLUMNS = ("shape", "candidate", "rse", "reference", "speedup")
+# The headline's columns, named as everywhere (tools/figure_data.py): % of floor, the launch-free speedup; the
+# eager reference and its speedup after them, secondary.
+TIMING_COLUMNS = ("shape", "candidate", "rse", "% of floor", "launch-free ref", "speedup (launch-free ref)",
+                  "eager ref", EAGER_LABEL)  # fmt: skip
 SHORT_SIZES = {"batch_size": "B", "seq_len": "L", "d_model": "D", "d_state": "N"}
 
 
@@ -96,14 +101,20 @@ def case_row(case: CaseResult, short_sizes: bool = True) -> list[str]:
 
 
 def timing_row(timing: ShapeTiming) -> list[str]:
-    """One row under TIMING_COLUMNS; the primary shape (where the speedup is measured) is starred."""
-    cand, ref = timing.candidate, timing.reference
+    """One row under TIMING_COLUMNS; the primary shape is starred. The launch-free reference: its graph's
+    replays, or `eager` where the eager reference stands in (a CPU problem, a capture that failed)."""
+    cand, ref, lf = timing.candidate, timing.reference, timing.launch_free
+    figures = shape_figures(timing)
+    graph = lf is not None and lf.mode == "graph" and lf.stats is not None
     return [
         timing.name + (" *" if timing.primary else ""),
         fmt_ms(cand.median_ms if cand else None),
         f"{cand.rse:.1%}" if cand else "–",
-        fmt_ms(ref.median_ms if ref else None),
+        format_metric("floor_fraction", figures.floor_fraction) if figures.floor_ms is not None else "–",
+        fmt_ms(lf.stats.median_ms) if graph and lf is not None and lf.stats is not None else "eager",
         fmt_speedup(timing.speedup) + interval_text(timing.speedup_interval),
+        fmt_ms(ref.median_ms if ref else None),
+        fmt_speedup(figures.eager_speedup),
     ]
 
 
@@ -137,13 +148,22 @@ def timings_table(timings: list[ShapeTiming]) -> Table:
     return table
 
 
+def headline_text(figures: Figures) -> str:
+    """`% of floor 41% · speedup (launch-free ref) 3.10× · eager speedup 125×`: the headline first."""
+    parts = [figures.headline_text()]
+    if figures.metric == "floor_fraction":
+        parts.append(f"{HEADLINE_LABELS['launch_free_speedup']} {fmt_speedup(figures.speedup)}")
+    parts.append(f"{EAGER_LABEL} {fmt_speedup(figures.eager_speedup)}")
+    return " · ".join(parts)
+
+
 def bench_verdict(result: BenchResult) -> Text:
     if result.correct and result.speedup is not None:
         primary = result.primary_timing
-        text = Text(f"correct · {fmt_speedup(result.speedup)} vs the reference", style=OK_STYLE)
+        text = Text(f"correct · {headline_text(result.figures or figures_of(result))}", style=OK_STYLE)
         if primary and primary.candidate and primary.reference:
             text.append(
-                f" ({primary.name}: {fmt_ms(primary.candidate.median_ms)} vs "
+                f" ({primary.name}: {fmt_ms(primary.candidate.median_ms)}, eager reference "
                 f"{fmt_ms(primary.reference.median_ms)}, rse {primary.candidate.rse:.1%})",
                 style=DIM,
             )
@@ -201,6 +221,7 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     if result.timings:
         yield timings_table(result.timings)
     yield from floor_view(result, full)
+    yield from reference_view(result)
     if result.baselines is not None:
         yield from baselines_view(result.baselines)
     cached = [t.name for t in result.timings if t.reference_cached]
@@ -219,6 +240,17 @@ def bench_view(result: BenchResult, kernel_path: str | None, full: bool = False)
     line = usage_line(result.usage) if result.usage else None
     if line is not None:
         yield line
+
+
+def reference_view(result: BenchResult) -> Iterator[Text]:
+    """Where the launch-free reference is the eager one, why; where the problem has no floor, that."""
+    if not any(t.candidate is not None for t in result.timings):
+        return
+    figures = result.figures or figures_of(result)
+    if figures.reference_note:
+        yield Text(f"launch-free reference: eager ({figures.reference_note})", style=DIM)
+    if figures.floor_status != "derived":
+        yield Text(figures.floor_note, style=DIM)
 
 
 def floor_view(result: BenchResult, full: bool) -> Iterator[Text]:

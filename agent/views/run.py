@@ -26,6 +26,8 @@ from agent.views.fmt import (
     SCRIPTED_LABEL,
     fmt_cost,
     fmt_duration,
+    fmt_figures,
+    fmt_headline,
     fmt_pct,
     fmt_seconds,
     fmt_speedup,
@@ -160,7 +162,7 @@ def status_style(run: RunData) -> str:
 def best_line(run: RunData) -> str:
     if run.best_speedup is None:
         return "no correct kernel"
-    parts = [fmt_speedup(run.best_speedup)]
+    parts = [fmt_figures(run.best_kernel, run.best_speedup)]
     if run.best_kernel_path:
         parts.append(run.best_kernel_path)
     best = run.best
@@ -235,7 +237,7 @@ LS_REST_MIN, LS_PROBLEM_MIN = 60, 80
 """Columns left beside the run ids below which `agent ls` lists each run as its id, then its details on
 the next line; and beside which the problem column is shown (the run id names the problem anyway)."""
 
-LS_COLUMNS = ["run", "problem", "model", "status", "turns", "tokens", "cost", "wall", "best"]
+LS_COLUMNS = ["run", "problem", "model", "status", "turns", "tokens", "cost", "wall", "best", "eager"]
 
 
 @dataclass(frozen=True)
@@ -292,7 +294,8 @@ class RunTable:
 def ls_detail(column: str, cell: RenderableType) -> Text:
     """A cell of the table as a detail of the stacked list, named where a bare number would not say."""
     text = cell if isinstance(cell, Text) else Text(str(cell))
-    names = {"turns": "turns ", "tokens": "tokens ", "cost": "cost ", "wall": "wall ", "best": "best "}
+    names = {"turns": "turns ", "tokens": "tokens ", "cost": "cost ", "wall": "wall ", "best": "best ",
+             "eager": "eager speedup "}  # fmt: skip
     return Text.assemble(names.get(column, ""), text)
 
 
@@ -304,6 +307,8 @@ def ls_row(listing: RunListing) -> dict[str, RenderableType]:
     run = listing.run
     if run is None:
         return {"run": ls_run_id(listing), "status": Text("unreadable", style=BAD_STYLE)}
+    best = run.best_kernel
+    eager = {"eager": fmt_speedup(best.eager_speedup)} if best and best.eager_speedup is not None else {}
     return {
         "run": ls_run_id(listing),
         "problem": run.info.problem,
@@ -313,7 +318,8 @@ def ls_row(listing: RunListing) -> dict[str, RenderableType]:
         "tokens": "–" if run.scripted else f"{run.usage.total:,}",
         "cost": "–" if run.scripted else fmt_cost(run.cost_usd),
         "wall": fmt_duration(run.wall_seconds),
-        "best": fmt_speedup(run.best_speedup),
+        "best": fmt_headline(best, run.best_speedup),
+        **eager,  # the eager speedup, secondary (older logs: none)
     }
 
 

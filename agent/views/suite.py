@@ -11,10 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from agent.suite.records import ProblemResult, SuiteData, SuiteSummary
-from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_cost, fmt_duration, fmt_speedup
+from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE, fmt_cost, fmt_duration, fmt_fraction, fmt_speedup
+from tools.figure_data import EAGER_LABEL
 
-COLUMNS = ("problem", "device", "status", "exit", "best", "turns", "tokens", "cost", "time", "run")
-RIGHT = {"exit", "best", "turns", "tokens", "cost", "time"}
+# the best kernel's figures, named as everywhere (tools/figure_data.py): its launch-free speedup (what fast_p
+# and the geomean count), its % of floor, its eager speedup
+COLUMNS = ("problem", "device", "status", "exit", "speedup (launch-free ref)", "% of floor", EAGER_LABEL, "turns",
+           "tokens", "cost", "time", "run")  # fmt: skip
+RIGHT = {"exit", "speedup (launch-free ref)", "% of floor", EAGER_LABEL, "turns", "tokens", "cost", "time"}
 
 
 def fmt_p(p: float) -> str:
@@ -34,6 +38,8 @@ def result_row(result: ProblemResult) -> list[RenderableType]:
         status_cell(result),
         str(result.exit_code),
         fmt_speedup(result.best_speedup),
+        fmt_fraction(result.best_floor_fraction),
+        fmt_speedup(result.best_eager_speedup),
         str(result.turns),
         f"{result.usage.total:,}",
         fmt_cost(result.cost_usd),
@@ -50,7 +56,7 @@ def problems_table(data: SuiteData) -> Table:
         table.add_row(*result_row(result))
     ran = {r.problem for r in data.results}
     for name in (n for n in data.pending if n not in ran):
-        table.add_row(name, "", Text("not run", style=DIM), "", "–", "", "", "", "", "")
+        table.add_row(name, "", Text("not run", style=DIM), "", "–", "–", "–", "", "", "", "", "")
     return table
 
 
@@ -63,10 +69,13 @@ def summary_lines(summary: SuiteSummary) -> Text:
         f"fast_{fmt_p(f.p)} {fraction(f.count, summary.problems)}" for f in summary.fast_p if f.p > 0
     )
     geomean = (
-        f"geomean {fmt_speedup(summary.geomean_speedup)} over {summary.correct} correct"
+        f"geomean speedup (launch-free ref) {fmt_speedup(summary.geomean_speedup)} over {summary.correct} correct"
+        f" ({EAGER_LABEL} {fmt_speedup(summary.geomean_eager_speedup)})"
         if summary.geomean_speedup is not None
         else "geomean – (no correct kernel)"
     )
+    if summary.mean_floor_fraction is not None:
+        geomean += f" · mean % of floor {fmt_fraction(summary.mean_floor_fraction)}"
     spend = f"{summary.tokens:,} tokens, {fmt_cost(summary.cost_usd)}"
     lines = [
         f"correct {fraction(summary.correct, summary.problems)} · {fast}",

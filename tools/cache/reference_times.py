@@ -14,7 +14,7 @@ from typing import Any
 from tools.cache import cache_root
 from tools.host import timing_threads
 from tools.problem import Problem, TimingShape
-from tools.results import EnvInfo, TimingStats
+from tools.results import EnvInfo, LaunchFreeReference, TimingStats
 
 # A cached reference median this unsteady (a loaded host, a few long samples) would set every later speedup:
 # such an entry is not served, so the next evaluation times the reference again; nor is one timed while
@@ -58,6 +58,21 @@ class ReferenceTimes:
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
         self._write(f"{self.prefix}|{shape.name}", lambda _old: stats.model_dump())
+
+    def launch_free(self, shape: TimingShape) -> LaunchFreeReference | None:
+        """The reference's launch-free timing at `shape` (tools/worker/launch_free.py), keyed apart from the eager
+        median: a graph's replays, or why the reference could not be replayed (not tried again)."""
+        raw = self.data.get(f"{self.prefix}|{shape.name}|launch_free")
+        return LaunchFreeReference.model_validate({**raw, "cached": True}) if raw else None
+
+    def put_launch_free(self, shape: TimingShape, found: LaunchFreeReference) -> None:
+        """Kept where it is steady and quiet (`servable`), or where capture was refused (said once, kept; not
+        where an earlier failure in the same worker stopped it being tried)."""
+        if found.mode == "graph" and not servable(found.stats) or "earlier capture" in found.note:
+            return
+        self._write(
+            f"{self.prefix}|{shape.name}|launch_free", lambda _old: found.model_dump(exclude={"cached"})
+        )
 
     def windows(self, shape: TimingShape) -> list[float]:
         """The medians of the reference's last quiet windows at `shape` by a device's clock, oldest first."""

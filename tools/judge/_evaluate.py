@@ -18,6 +18,7 @@ from tools.cache.reference_times import ReferenceTimes
 from tools.judge import _phases as phases
 from tools.judge._compile import compile_result
 from tools.judge._kept import TruthLost
+from tools.judge._launch_free import launch_free_references, with_launch_free
 from tools.judge._paired import check_cached_reference
 from tools.judge._plan import Prepared
 from tools.judge._static_checks import RULES
@@ -126,6 +127,7 @@ def evaluate(
         own = prepared.kept.server if prepared.kept is not None else None
         result = check_cached_reference(problem, plan, job, ev, result, turns, own)
         clock["reference_check"] = time.monotonic() - checking
+    result = with_launch_free(result, launch_free_references(problem, base["env"], truth))
     return result, suspicious
 
 
@@ -187,7 +189,9 @@ def _remeasure(
         update={
             "status": status,
             "correct": status == "ok",
-            "speedup": primary.speedup if status == "ok" and primary else None,
+            "speedup": primary.eager_speedup
+            if status == "ok" and primary
+            else None,  # tools/figures.py: the headline's
             "timings": timings,
             "flags": [f.name for f in flags],
             "flag_details": flags,
@@ -265,7 +269,7 @@ def _verdict(
     result = BenchResult(
         status=status,
         correct=correct,
-        speedup=primary.speedup if correct and primary else None,
+        speedup=primary.eager_speedup if correct and primary else None,  # the headline's: tools/figures.py
         flags=[f.name for f in verdicts.flags.values()],
         flag_details=list(verdicts.flags.values()),
         message="",

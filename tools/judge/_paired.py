@@ -1,7 +1,8 @@
 """The paired check: a cached reference median is used for a speedup only while the reference, timed again
 briefly in the same window as the candidate, agrees with it.
 
-A speedup divides the reference's median by the candidate's. The reference's comes from a cache (timing it
+The eager speedup (the headline divides the launch-free reference instead: tools/figures.py, docs/ranking.md)
+divides the reference's median by the candidate's. The reference's comes from a cache (timing it
 costs seconds), so it may have been measured under other conditions: the CPU demo on a busy 2-core machine
 reported 0.90× for a kernel that benches 1.7-2.0× later, and on the H200 the same reference ran at 54.5 ms
 on one host and 98.2 ms on another. After the candidate is timed, while the evaluation still holds the
@@ -191,8 +192,8 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     if len(windows) >= MIN_WINDOWS:
         reference = pooled(windows)
         checked.reference, checked.reference_cached = reference, True
-        checked.speedup = reference.median_ms / candidate.median_ms
-        checked.speedup_interval = speedup_interval(reference, candidate)
+        checked.eager_speedup = reference.median_ms / candidate.median_ms
+        checked.eager_interval = speedup_interval(reference, candidate)
         note = (
             f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
             f"{len(windows)} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
@@ -200,14 +201,14 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
             f"{'' if is_window(fresh) else ', not one of them: ' + not_a_window(fresh)})"
         )
         notices = [*result.notices, note]
-        return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})
+        return result.model_copy(update={"timings": timings, "notices": notices})
     if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
-        checked.speedup_interval = speedup_interval(
+        checked.eager_interval = speedup_interval(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)
         )
         return result.model_copy(update={"timings": timings})
     if slowed_by_host(cached, fresh):
-        checked.speedup_interval = speedup_interval(cached, candidate, math.log1p(MIN_DRIFT))
+        checked.eager_interval = speedup_interval(cached, candidate, math.log1p(MIN_DRIFT))
         note = (
             f"{checked.name}: the reference timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} "
             f"calls) ran slower than its cached median ({cached.median_ms:.3f} ms) while other processes kept "
@@ -220,8 +221,8 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     if replaced:  # the next evaluations check against it; their truth made ahead stays usable
         ReferenceTimes(problem, result.env).put(problem.primary, fresh)
     checked.reference, checked.reference_cached = fresh, False
-    checked.speedup = fresh.median_ms / candidate.median_ms
-    checked.speedup_interval = speedup_interval(fresh, candidate, window_drift(cached, fresh))
+    checked.eager_speedup = fresh.median_ms / candidate.median_ms
+    checked.eager_interval = speedup_interval(fresh, candidate, window_drift(cached, fresh))
     note = (
         f"{checked.name}: the reference's cached median ({cached.median_ms:.3f} ms) disagreed with the reference "
         f"timed now beside the candidate ({fresh.median_ms:.3f} ms, {CALLS} calls): the speedup uses the one "
@@ -232,4 +233,4 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
         note += f" (the other shapes' speedups still divide the cached medians: {', '.join(others)})"
     busy = busy_note(checked.name, "reference", fresh)
     notices = [*result.notices, note, *([busy] if busy else [])]
-    return result.model_copy(update={"timings": timings, "speedup": checked.speedup, "notices": notices})
+    return result.model_copy(update={"timings": timings, "notices": notices})

@@ -162,6 +162,8 @@ class Plan(_Planned):
                     truth_path=str(job.private / f"timing_{i}.truth.pt"),
                     time_reference=refresh or refs.get(t) is None,
                     reference_cfg=reference_cfg,
+                    time_launch_free=problem.spec.device == "cuda"
+                    and (refresh or refs.launch_free(t) is None),
                 ),
                 out_path=str(job.work / f"timing_{i}.out.pt"),
                 profile=t.primary or len(problem.spec.timing) == 1,

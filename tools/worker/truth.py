@@ -26,6 +26,7 @@ from tools.results import CaseResult, TimingStats
 from tools.wire import Channel
 from tools.worker import fresh, refmod
 from tools.worker.graphs import ForwardCache
+from tools.worker.launch_free import launch_free_timing
 from tools.worker.outputs import Staging, UnreadableOutputs, load_kept
 from tools.worker.timing import measure
 
@@ -295,11 +296,13 @@ def prepare_timing(
         torch.save([t.to("cpu", torch.float64) for t in truths], item.truth_path)
     del truths
     start = time.perf_counter()
-    stats = None
-    if item.time_reference:
+    stats = launch_free = None
+    if item.time_reference or item.time_launch_free:
         with gate.hold("exclusive"):
             sets = [fresh.rolled(base, offset) for offset in offsets]
-            stats = reference_timing(built, sets, device, item.reference_cfg)
+            stats = reference_timing(built, sets, device, item.reference_cfg) if item.time_reference else None
+            if item.time_launch_free:
+                launch_free = launch_free_timing(built["model"], sets, device, item.reference_cfg)
             del sets
     del base
     channel.send(
@@ -307,6 +310,7 @@ def prepare_timing(
             name=item.name,
             shifted=fresh.shifted_sizes(built["inputs"]),
             reference=stats,
+            launch_free=launch_free,
             ref_errors=ref_errors,
             reference_seconds=time.perf_counter() - start,
             out_numel=out_numel,

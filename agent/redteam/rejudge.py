@@ -55,7 +55,7 @@ def strict_verdict(executor: Executor, strict: Problem, job: KernelJob, sanitize
 
 
 def check_of(verdict: Verdict) -> Check:
-    if "faster_than_floor" in verdict.flags or "below_floor" in verdict.flags:
+    if "faster_than_floor" in verdict.flags:
         return "floor"
     return "sanitizer" if "sanitizer:" in verdict.caught_by else "correctness"
 

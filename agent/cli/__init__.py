@@ -17,7 +17,13 @@ import os
 import signal
 import sys
 
-COMMAND_MODULES = ["agent.cli.bench", "agent.cli.run", "agent.cli.suite", "agent.cli.view"]
+COMMAND_MODULES = [
+    "agent.cli.bench",
+    "agent.cli.doctor",
+    "agent.cli.run",
+    "agent.cli.suite",
+    "agent.cli.view",
+]
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 

@@ -153,6 +153,19 @@ def test_a_pch_being_built_elsewhere_is_not_waited_for(tmp_path: Path) -> None:
     assert not entry.exists()
 
 
+def test_a_source_starting_with_the_header_wants_the_pch_unless_it_is_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "main.cpp"
+    src.write_text("// binding\n#include <torch/extension.h>\nint f() { return 1; }\n")
+    assert ccshim.wants_pch(str(src))
+    monkeypatch.setenv("KERNEL_AGENT_PCH", "0")
+    assert not ccshim.wants_pch(str(src))
+    from tools.supervise.jobs import BUILD_SETTINGS
+
+    assert "KERNEL_AGENT_PCH" in BUILD_SETTINGS  # the worker's build sees the user's setting
+
+
 def test_publish_lets_the_first_of_two_racing_builds_win(tmp_path: Path) -> None:
     final = tmp_path / "entry"
     for n in (1, 2):

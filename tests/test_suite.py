@@ -292,6 +292,7 @@ def test_every_shipped_cpp_solution_is_correct_on_the_cpu(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.long  # CUDA builds on a CPU machine; the GPU tier compiles and runs it
 @pytest.mark.nvcc
 def test_every_shipped_cuda_solution_compiles() -> None:
     """compile_kernel needs no GPU; the six builds run side by side (one per core)."""

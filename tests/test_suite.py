@@ -281,6 +281,7 @@ def test_a_suite_refuses_bad_arguments_before_it_makes_a_folder(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.long  # six C++ builds; CI judges the shipped swish and row_sum through --kernels
 def test_every_shipped_cpp_solution_is_correct_on_the_cpu(tmp_path: Path) -> None:
     done = agent("suite", str(KB_MINI), "--kernels", str(CPU_KERNELS), "--runs-dir", str(tmp_path), "--json")
     data = suite_json(done)

@@ -1,6 +1,6 @@
 """Shared test setup: one build cache for the whole run (C++ builds cost ~47 s each on 2 cores), the
-`gpu` marker skipped where no CUDA device is visible, and `nvcc` where CUDA cannot be compiled (a CPU
-build of torch, or no nvcc)."""
+`gpu` marker skipped where no CUDA device is visible, `nvcc` where CUDA cannot be compiled (a CPU build of
+torch, or no nvcc), and `long` unless the -m expression asks for it (docs/testing.md: the tiers)."""
 
 from __future__ import annotations
 
@@ -86,7 +86,21 @@ def _why_cuda_cannot_compile() -> str | None:
     return None
 
 
+LONG_TIER = "the long tier (CI leaves it out; docs/testing.md says what covers it): run it with -m long"
+
+
+def _skip_the_long_tier(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `long` run only where the -m expression names them (`-m long`, `-m "long or gpu"`); a
+    plain `pytest` (CI's command) and the fast tier (`-m "not slow"`) skip them, saying how to run them."""
+    if "long" in (config.option.markexpr or ""):
+        return
+    for item in items:
+        if item.get_closest_marker("long") is not None:
+            item.add_marker(pytest.mark.skip(reason=LONG_TIER))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_the_long_tier(config, items)
     needs_nvcc = [item for item in items if item.get_closest_marker("nvcc") is not None]
     if needs_nvcc and (why := _why_cuda_cannot_compile()):
         for item in needs_nvcc:
@@ -134,7 +148,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """$KERNEL_AGENT_FAILURE_LOG (set by bench/h200_gate.sh): each failure's report, written the moment it
     happens, so a run cut short by its time limit still says why each test failed."""
     timings = os.environ.get("KERNEL_AGENT_DURATIONS_LOG")  # each test's seconds, as it ends (the gate's)
-    if timings and (report.when == "call" or report.failed or report.skipped):
+    # A set-up or tear-down of a second or more too: a module's fixture may hold its builds.
+    if timings and (report.when == "call" or report.failed or report.skipped or report.duration >= 1.0):
         with Path(timings).open("a") as fh:
             fh.write(f"{report.duration:7.1f} s  {report.outcome:7} {report.when:8} {report.nodeid}\n")
     path = os.environ.get("KERNEL_AGENT_FAILURE_LOG")

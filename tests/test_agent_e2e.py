@@ -1,5 +1,9 @@
 """`agent run` end to end on the CPU problem with the scripted playback: real C++ builds, real
 benchmarks, the run's files, `agent bench` agreeing with best.json, and Ctrl-C leaving nothing behind.
+
+The whole run at the problem's real sizes (~6 min on 2 cores) is in the long tier (docs/testing.md): CI
+covers the same path on tests/problems/scan_tiny_playback.yaml (tests/test_cli_scripting.py: a scripted run
+that builds, benchmarks, re-checks and writes its files; tests/test_final_recheck.py: the re-check winner).
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ def scripted_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subpro
     return run_dir, done
 
 
+@pytest.mark.long
 def test_scripted_run_writes_a_complete_log(
     scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -99,6 +104,7 @@ def test_scripted_run_writes_a_complete_log(
     assert json.loads((run_dir / "heartbeat.json").read_text())["phase"] == "ended"
 
 
+@pytest.mark.long
 def test_best_is_the_recheck_winner_and_is_faster_than_the_naive_kernel(
     scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:
@@ -115,6 +121,7 @@ def test_best_is_the_recheck_winner_and_is_faster_than_the_naive_kernel(
     assert best.kernel_path != "kernels/001.py"
 
 
+@pytest.mark.long
 def test_agent_bench_agrees_with_best_json(
     scripted_run: tuple[Path, subprocess.CompletedProcess[str]],
 ) -> None:

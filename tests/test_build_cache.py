@@ -4,6 +4,11 @@ objects reused across candidates, and the size cap's LRU eviction (tools/worker/
 The CUDA candidates compile without a GPU. They pass `-H` to the C++ compiler, so gcc itself says in the
 build log whether it read the precompiled header (`! .../extension.h.gch`) or refused it (`x ...`); the flag
 also gives this module a precompiled header of its own, which the last build garbles on purpose.
+
+Those real CUDA builds (~6 min on 2 cores: five nvcc builds and a precompiled header) are in the long tier
+(docs/testing.md). CI still builds through the same shim every run: its C++ candidates get a precompiled
+header on a flag set's second build and reuse objects (every evaluator test after the first build), and the
+eviction, pinning and lock tests here run on the CPU.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ def builds(problem: Problem, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.nvcc
 def test_the_precompiled_header_is_built_on_a_flag_sets_second_build_and_then_used(builds) -> None:
     a, b, d = (builds[k].builds[0] for k in "abd")
@@ -103,6 +109,7 @@ def test_the_precompiled_header_is_built_on_a_flag_sets_second_build_and_then_us
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.nvcc
 def test_an_unchanged_binding_or_kernel_is_not_compiled_again(builds) -> None:
     b, c, d = (builds[k].builds[0] for k in "bcd")
@@ -117,6 +124,7 @@ def test_an_unchanged_binding_or_kernel_is_not_compiled_again(builds) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.nvcc
 def test_a_garbled_precompiled_header_falls_back_to_the_real_header(builds, problem: Problem) -> None:
     gch = Path(pch_line(log_of(builds["d"].builds[0]))[2:])
@@ -143,6 +151,19 @@ def test_a_pch_being_built_elsewhere_is_not_waited_for(tmp_path: Path) -> None:
     finally:
         os.close(fd)
     assert not entry.exists()
+
+
+def test_a_source_starting_with_the_header_wants_the_pch_unless_it_is_turned_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = tmp_path / "main.cpp"
+    src.write_text("// binding\n#include <torch/extension.h>\nint f() { return 1; }\n")
+    assert ccshim.wants_pch(str(src))
+    monkeypatch.setenv("KERNEL_AGENT_PCH", "0")
+    assert not ccshim.wants_pch(str(src))
+    from tools.supervise.jobs import BUILD_SETTINGS
+
+    assert "KERNEL_AGENT_PCH" in BUILD_SETTINGS  # the worker's build sees the user's setting
 
 
 def test_publish_lets_the_first_of_two_racing_builds_win(tmp_path: Path) -> None:
@@ -212,6 +233,7 @@ def test_the_cap_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.nvcc
 def test_a_real_build_under_a_small_cap_evicts_older_builds_but_not_itself(
     builds, problem: Problem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -247,6 +269,7 @@ def test_eviction_sweeps_private_folders_of_dead_builders_only_when_old(tmp_path
 
 
 @pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.nvcc
 def test_the_shim_can_be_turned_off(
     problem: Problem, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -449,13 +449,14 @@ def test_show_follow_refuses_a_single_turn(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_show_follow_watches_a_real_run_in_another_process(tmp_path: Path) -> None:
-    """`agent run` in one process (its two kernels fresh builds, so it runs a while), `agent show --follow`
-    in another, started once the run exists: the follower prints the turns as they come and exits at the end."""
-    kernels = []
-    for step in (1, 2):  # the same kernel twice, each a build of its own (same flags: a warm header)
-        kernel = tmp_path / f"naive_{step}.py"
-        kernel.write_text(fresh(NAIVE.read_text()))
-        kernels.append(kernel)
+    """`agent run` in one process (its first kernel a fresh build, so turn 1 runs a while), `agent show
+    --follow` in another, started once the run exists: the follower prints the turns as they come and exits
+    at the end. The second kernel differs only in Python (its build is the first one's, from the cache): the
+    follower is running by then whatever it costs, and a second fresh build only made the test slower."""
+    first = fresh(NAIVE.read_text())
+    kernels = [tmp_path / "naive_1.py", tmp_path / "naive_2.py"]
+    kernels[0].write_text(first)
+    kernels[1].write_text(first + "\n# the same C++, edited in Python only\n")
     trajectory = tmp_path / "trajectory.yaml"
     steps = [
         {"text": "Naive first.", "tool_calls": [{"name": "benchmark", "kernel_file": str(kernels[0])}]},

@@ -2,7 +2,9 @@
 
 The Ray executor must give the verdicts the local one gives (same candidate, same seed), and a parallel
 scripted run through it must end with one consistent best and Ray's task times as non-overlapping leases.
-Skipped where Ray is not installed (`pip install 'kernel-agent[ray]'`; CI installs it).
+Skipped where Ray is not installed (`pip install 'kernel-agent[ray]'`; CI installs it). The parallel run is
+in the long tier (docs/testing.md): CI checks Ray's verdicts against the local ones here, and a parallel
+scripted run's leases and its one consistent best with the local executor (tests/test_parallel_run.py).
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def test_ray_gives_the_local_verdicts(ray_executor: object) -> None:
     assert there["baseline"].env.host  # measured and judged on the worker, sent back as a BenchResult
 
 
+@pytest.mark.long  # ~3 min on 2 cores: Ray's workers start and import torch per task
 def test_a_parallel_scripted_run_through_ray(ray_executor: object, tmp_path: Path) -> None:
     from agent.cli.run import budget_of, create_log, system_for
     from agent.parallel import ParallelRun

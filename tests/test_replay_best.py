@@ -73,6 +73,7 @@ def test_newest_run_is_preferred_over_the_shipped_best(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.long  # CUDA builds on a CPU machine; the GPU tier compiles and runs it
 @pytest.mark.nvcc
 def test_the_best_kernel_compiles_here(problem: Problem, best_kernel: Path) -> None:
     result = compile_kernel(problem, best_kernel.read_text())

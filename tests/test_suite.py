@@ -285,6 +285,7 @@ def test_a_suite_refuses_bad_arguments_before_it_makes_a_folder(tmp_path: Path) 
 
 
 @pytest.mark.slow
+@pytest.mark.long  # six C++ builds; CI judges the shipped swish and row_sum through --kernels
 def test_every_shipped_cpp_solution_is_correct_on_the_cpu(tmp_path: Path) -> None:
     done = agent("suite", str(KB_MINI), "--kernels", str(CPU_KERNELS), "--runs-dir", str(tmp_path), "--json")
     data = suite_json(done)
@@ -296,6 +297,7 @@ def test_every_shipped_cpp_solution_is_correct_on_the_cpu(tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.long  # CUDA builds on a CPU machine; the GPU tier compiles and runs it
 @pytest.mark.nvcc
 def test_every_shipped_cuda_solution_compiles() -> None:
     """compile_kernel needs no GPU; the six builds run side by side (one per core)."""

@@ -19,6 +19,7 @@ import sys
 
 COMMAND_MODULES = [
     "agent.cli.bench",
+    "agent.cli.doctor",
     "agent.cli.run",
     "agent.cli.redteam",
     "agent.cli.suite",

@@ -93,7 +93,7 @@ class Job:
 
 
 # The user's build-cache settings the worker needs (see docs/builds.md).
-BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM")
+BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM", "KERNEL_AGENT_PCH")
 
 
 def staging_dir(job: Job) -> Path:

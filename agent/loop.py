@@ -21,6 +21,7 @@ from agent.providers.base import ModelReply, ProviderError, ToolCall
 from agent.run_setup import RunSetup
 from agent.runlog.events import ErrorEvent, Event, ModelCallEvent, ToolCallEvent, TurnEndEvent
 from agent.shared import RunHandle, Shared, end_run
+from agent.views.fmt import fmt_headline
 from agent.views.live import BuildStep, Progress
 from tools.wire import Building
 
@@ -258,7 +259,8 @@ class Agent(RunHandle):
         best = self.standings.best
         return Progress(
             turn=self.state.turn, phase=self.phase, usage=self.state.usage, cost_usd=self.state.cost_usd,
-            best_speedup=best.speedup if best else None, elapsed_s=self.elapsed(),
+            best_speedup=best.speedup if best else None, best_headline=fmt_headline(best, best.speedup) if best else None,
+            elapsed_s=self.elapsed(),
             scripted=self.setup.provider.scripted, phase_since=self.phase_since, build=self.build,
         )  # fmt: skip
 

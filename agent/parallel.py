@@ -31,6 +31,7 @@ from agent.runlog.events import Event, TimedKernel, ToolCallEvent, TrajectoryEve
 from agent.runlog.reader import read_events
 from agent.runlog.writer import RunLog
 from agent.shared import RunHandle, Shared, end_run
+from agent.views.fmt import fmt_headline
 from agent.views.live import Progress
 
 HISTORY_LINES = 24  # the last this many benchmarks go into a branch's opening message
@@ -83,7 +84,8 @@ class ParallelRun(RunHandle):
         return Progress(
             turn=sum(s.turn for s in states), phase=f"{len(states)} trajectories",
             usage=summed(states).usage, cost_usd=self.shared.cost_usd,
-            best_speedup=best.speedup if best else None, elapsed_s=time.monotonic() - self.shared.started,
+            best_speedup=best.speedup if best else None, best_headline=fmt_headline(best, best.speedup) if best else None,
+            elapsed_s=time.monotonic() - self.shared.started,
             scripted=self.setup.provider.scripted,
         )  # fmt: skip
 

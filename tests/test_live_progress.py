@@ -95,6 +95,8 @@ def test_the_status_line_names_the_object_being_built_and_its_seconds() -> None:
         "turn 2 · compiling 0:10 · scan_naive: main.o 0:52 · 0 tokens (scripted playback) · $0.00 · "
         "best 1.80× · 1:10"
     )
+    headline = status_text(progress_at(1000.0, best_headline="39% of floor"))
+    assert "best 39% of floor · 1:10" in headline  # the best's headline, as the run's other views name it
     two = BuildStep(extension="ext", compiling={"cuda.cuda.o": 997.0, "main.o": 990.0}, finished=1)
     assert "ext: main.o 0:10, cuda.cuda.o 0:03 (1 done)" in status_text(progress_at(1000.0, build=two))
     starting = BuildStep(extension="ext")

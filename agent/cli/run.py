@@ -430,11 +430,11 @@ def run_live(run: Agent | ParallelRun, console: Console) -> AgentExit:
 
 
 def final_panel(agent: Agent | ParallelRun, message: str, status: str) -> str:
-    from agent.views.fmt import fmt_count, fmt_speedup
+    from agent.views.fmt import fmt_count, fmt_figures
 
     s, best_kernel = agent.state, agent.standings.best
     best = (
-        f"{fmt_speedup(best_kernel.speedup)} ({agent.log.dir / 'best.py'})"
+        f"{fmt_figures(best_kernel, best_kernel.speedup)} ({agent.log.dir / 'best.py'})"
         if best_kernel
         else "no correct kernel"
     )

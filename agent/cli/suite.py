@@ -339,6 +339,8 @@ def progress_line(what: str, problem: Problem, result: ProblemResult | None) -> 
     if result is None:
         return f"  started {escape(problem.name)}"
     best = f"{fmt_speedup(result.best_speedup)} (launch-free ref)" if result.correct else "no correct kernel"
+    if result.correct and result.best_floor_fraction is not None:  # the headline first, as everywhere
+        best = f"{result.best_floor_fraction * 100:.0f}% of floor · {best}"
     return f"  ended   {escape(problem.name)}: {escape(result.exit_status)} (exit {result.exit_code}) · best {best}"
 
 

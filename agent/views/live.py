@@ -40,6 +40,7 @@ class Progress(BaseModel):
     cost_usd: float
     best_speedup: float | None
     elapsed_s: float
+    best_headline: str | None = None  # the best's headline as everywhere (`39% of floor`); else its speedup
     scripted: bool
     taken_at: float = Field(default_factory=time.monotonic)
     phase_since: float | None = None
@@ -81,7 +82,7 @@ def build_text(build: BuildStep, now: float) -> str:
 def status_text(p: Progress, now: float | None = None) -> str:
     """The status line at clock time `now` (default: when `p` was taken)."""
     now = p.taken_at if now is None else now
-    best = f"{p.best_speedup:.2f}×" if p.best_speedup is not None else "—"
+    best = p.best_headline or (f"{p.best_speedup:.2f}×" if p.best_speedup is not None else "—")
     tokens = (
         "0 tokens (scripted playback)"
         if p.scripted

@@ -1,6 +1,10 @@
 """Probe: does compute-sanitizer memcheck see a read k elements past a tensor's end?"""
-import sys, torch
+
+import sys
+
+import torch
 from torch.utils.cpp_extension import load_inline
+
 src = r"""
 #include <torch/extension.h>
 __global__ void k(const float* x, float* y, long n, long past) {
@@ -17,8 +21,14 @@ torch::Tensor run(torch::Tensor x, long past) {
   return y;
 }
 """
-m = load_inline("oobprobe", cpp_sources="torch::Tensor run(torch::Tensor x, long past);", cuda_sources=src,
-                functions=["run"], build_directory=sys.argv[1], verbose=False)
+m = load_inline(
+    "oobprobe",
+    cpp_sources="torch::Tensor run(torch::Tensor x, long past);",
+    cuda_sources=src,
+    functions=["run"],
+    build_directory=sys.argv[1],
+    verbose=False,
+)
 past = int(sys.argv[2])
 for n in (1000, 4096, 333 * 256):
     x = torch.randn(n, device="cuda")

@@ -24,7 +24,7 @@ from tools.judge._verdicts import Verdicts, timing_guards
 from tools.problem import load_problem
 from tools.results import ShapeTiming, TimingStats
 from tools.supervise._toolchain import cuda_home
-from tools.worker import candidate, smem, timing
+from tools.worker import candidate, l2, smem, timing
 from tools.worker.l2 import L2Watch, set_aside_bytes
 
 GET_LIMIT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_size_t), ctypes.c_int)
@@ -67,6 +67,23 @@ def test_the_watch_reads_the_set_aside_through_the_runtimes_own_call() -> None:
     watch.observe()
     watch.reset()
     assert (watch.set_aside, watch.resets, watch.status()) == (30 << 20, 1, "ok")
+
+
+def test_only_what_is_set_aside_beyond_the_devices_own_counts() -> None:
+    """An H100 host read 9.4 MiB set aside with no candidate run (2026-12-06): every honest evaluation there was
+    told a candidate had set it aside. The worker reads the device's own before the candidate's import."""
+    rt = FakeRuntime(set_aside=9830400)
+    reset, get_limit = rt.functions()
+    l2.record_default(get_limit)  # type: ignore[arg-type]
+    try:
+        watch = L2Watch(reset, get_limit)  # type: ignore[arg-type]
+        watch.observe()
+        assert watch.set_aside == 0
+        rt.set_aside = 9830400 + (30 << 20)  # then a candidate sets more aside
+        watch.observe()
+        assert watch.set_aside == 30 << 20
+    finally:
+        l2.DEFAULT_SET_ASIDE.clear()
 
 
 def test_a_failing_or_missing_reset_is_said() -> None:

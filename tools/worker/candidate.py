@@ -22,7 +22,7 @@ import torch
 from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
-from tools.worker import build, fresh, guard, smem, timing
+from tools.worker import build, fresh, guard, l2, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.late import LateWrites
@@ -359,6 +359,7 @@ def main(request_path: str, fd: str) -> int:
     if device == "cuda" and req.mode != "compile" and torch.cuda.is_available():
         torch.cuda.init()
         torch.empty(1, device="cuda")
+        l2.record_default(timing._L2_LIMIT)  # before the candidate's import can set any aside
         channel.send(wire.CudaReady())
     reset_backend_flags()
     build.install(progress=channel.send)

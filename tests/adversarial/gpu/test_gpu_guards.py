@@ -28,7 +28,7 @@ from tests.adversarial.gpu.test_gpu_exploits import HERE, assert_clean, record_f
 from tools import benchmark
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, TimingStats
-from tools.worker import smem, timing
+from tools.worker import l2, smem, timing
 
 pytestmark = pytest.mark.gpu
 
@@ -57,6 +57,7 @@ def primary(result: BenchResult) -> TimingStats:
 
 def test_the_loop_resets_persisting_l2_before_every_flush_on_this_gpu() -> None:
     assert timing._RESET_L2 is not None, "torch's CUDA runtime was not found"
+    l2.record_default(timing._L2_LIMIT)  # as the candidate's worker does before its import
     samples = timing.measure(
         lambda i: None, lambda i: None, device="cuda", warmup=1, min_iters=3, max_iters=5,
         target_rse=0.5, max_seconds=1.0,
@@ -123,7 +124,10 @@ def test_work_a_thread_finishes_after_each_timed_call_gets_no_speedup(small: Pro
     assert [c.status for c in result.cases] == ["passed"] * len(result.cases), result.message
     assert result.status in ("suspect", "incorrect"), result.message
     assert result.speedup is None
-    assert set(result.flags) & {"timing_mismatch", "timed_output_mismatch"}, result.message
+    # On an H100 (2026-12-06) the profiler's check came first: the thread's launches are no kernel of forward's.
+    assert set(result.flags) & {"timing_mismatch", "timed_output_mismatch", "no_custom_kernel"}, (
+        result.message
+    )
     assert set(result.flags) <= {"timing_mismatch", "timed_output_mismatch", "spawns_workers"}, result.message
     stats = primary(result)
     record_figure("thread_after_call_late_writes", float(stats.late_writes or 0), n=stats.n)

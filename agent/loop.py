@@ -50,8 +50,12 @@ class Agent(RunHandle):
         except Exception as exc:  # a harness bug: the log is ended, then it surfaces
             self.end(ModelError(f"harness error: {type(exc).__name__}: {exc}"))
             raise
-        outcome = settle(outcome, self.standings, self.setup, self, self.state.turn)
+        outcome = self.after_recheck(settle(outcome, self.standings, self.setup, self, self.state.turn))
         self.end(outcome)
+        return outcome
+
+    def after_recheck(self, outcome: AgentExit) -> AgentExit:
+        """What runs between the final re-check and the summary: nothing here (the red team re-judges)."""
         return outcome
 
     def loop(self) -> AgentExit:

@@ -4,11 +4,10 @@ done and before the run's summary, re-judges every benchmarked candidate (`Rejud
 
 from __future__ import annotations
 
-from agent.best import settle
 from agent.conversation import State
 from agent.execution.executor import KernelJob
 from agent.execution.interrupts import raised_by_ctrl_c
-from agent.exits import AgentExit, Interrupted, ModelError
+from agent.exits import AgentExit, Interrupted
 from agent.loop import Agent
 from agent.providers.base import ToolCall
 from agent.redteam.attacks import attack_of
@@ -39,20 +38,10 @@ class RedTeamAgent(Agent):
             )
         return event
 
-    def run(self) -> AgentExit:
-        """`Agent.run` with the re-judge between the final re-check and the summary (an interrupted run,
-        or one interrupted while re-judging, skips the rest of it; its summary is written all the same)."""
-        self.log.start_heartbeat()
-        try:
-            outcome = self.loop()
-        except Exception as exc:  # a harness bug: the log is ended, then it surfaces
-            self.end(ModelError(f"harness error: {type(exc).__name__}: {exc}"))
-            raise
-        outcome = settle(outcome, self.standings, self.setup, self, self.state.turn)
-        if not isinstance(outcome, Interrupted):
-            outcome = self.rejudge(outcome)
-        self.end(outcome)
-        return outcome
+    def after_recheck(self, outcome: AgentExit) -> AgentExit:
+        """The re-judge, between the final re-check and the summary (an interrupted run skips it; one
+        interrupted while re-judging ends Interrupted, its summary written all the same)."""
+        return outcome if isinstance(outcome, Interrupted) else self.rejudge(outcome)
 
     def rejudge(self, outcome: AgentExit) -> AgentExit:
         """Each benchmarked candidate judged again, its event recorded as it is made. A harness fault in the

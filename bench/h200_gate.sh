@@ -10,7 +10,7 @@
 #      honest kernel correct and timed; one exploit each of timing (a patched event timer), output (unwritten
 #      output) and precision (TF32) caught; a never-returning kernel → `timeout` and an illegal address →
 #      `runtime_error`, each followed by a candidate that is ok;
-#   3. `agent bench` of the shipped best (status ok);
+#   3. `agent bench` of the shipped best (status ok, no flag, no L2 set aside counted against it);
 #   4. a 2-turn scripted `agent run` (exit 4, `--max-turns` reached, is its success; `--no-sanitize`, below)
 #      whose best.json holds a final re-checked best faster than the reference.
 # Budget: 300 s of command time, install included, judged on the total: each step's own timeout only guards
@@ -60,7 +60,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 phases = ", ".join(f"{k} {v:.1f}" for k, v in r.get("phases", {}).items() if v >= 0.5)
 print(f"agent bench best: {r['status']} {r['flags']} {r['seconds']:.1f} s ({phases}) {r['message'][:160]}")
-sys.exit(0 if r["status"] == "ok" else 1)
+# An honest kernel sets no L2 aside: a figure here is the host's own persisting default miscounted (84108b2).
+aside = [t["name"] for t in r.get("timings", []) if (t.get("candidate") or {}).get("l2_set_aside_bytes")]
+if aside:
+    print(f"FAIL: the honest best was told it set L2 aside for persisting accesses at {aside}")
+sys.exit(0 if r["status"] == "ok" and not r["flags"] and not aside else 1)
 PY
 check "agent bench best.py (exit $rc)" $(( rc != 0 ? rc : $? ))
 step_done "agent bench"

@@ -31,6 +31,18 @@ def test_a_noisy_reference_median_is_not_served(tmp_path: Path, monkeypatch: pyt
     assert served.median_ms == 100.0
 
 
+def test_a_median_timed_ahead_on_a_busy_host_or_unsteadily_does_not_serve() -> None:
+    """What decides whether a run's first evaluation uses the reference medians its truth timed ahead
+    (tools/judge/_ahead.py `prefetch_usable`): steady and quiet only."""
+    from tools.cache.reference_times import servable
+
+    steady = stats(MAX_CACHED_REFERENCE_RSE / 4)
+    assert servable(steady)
+    assert not servable(steady.model_copy(update={"busy_elsewhere": 1.0}))
+    assert not servable(stats(MAX_CACHED_REFERENCE_RSE * 2))
+    assert not servable(None)
+
+
 def test_the_final_recheck_compares_against_the_reference_median_the_run_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -4,7 +4,8 @@ for it by the truth worker (`prepare`; made ahead of time while the model thinks
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -325,6 +326,7 @@ class Prepared:
     phases: dict[str, float]
     kept: KeptTruth | None = None
     references_cached: bool = False  # the reference medians its truth timed are in the cache now
+    on_discard: list[Callable[[], None]] = field(default_factory=list)  # a shared set closing (_share.py)
 
     @property
     def ok(self) -> bool:
@@ -340,6 +342,9 @@ class Prepared:
         return max((staging_bytes(s) for s in sizes), default=0)
 
     def discard(self) -> None:
+        for hook in self.on_discard:
+            hook()
+        self.on_discard.clear()
         self.truths.clear()
         if self.kept is not None:
             self.kept.forget()

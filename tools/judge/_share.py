@@ -78,7 +78,7 @@ class TruthShares:
                     if view is None:
                         continue
                     entry.kernels.add(kernel)
-                    view.on_discard.append(lambda e=entry: self._close(e))  # type: ignore[misc]
+                    view.on_discard.append(lambda: self._close(entry))  # noqa: B023 (returned at once)
                     return view
         return None
 

@@ -39,7 +39,7 @@ def test_auto_on_one_gpu_stops_where_the_truth_saturates_and_says_so() -> None:
 
 
 def test_auto_with_shared_truth_takes_four_a_gpu_and_a_number_runs_as_asked_without_a_line() -> None:
-    shared = Machine(cores=16, gpus=2, gpu_memory_gib=79.6, truth_uses=4)
+    shared = Machine(cores=16, gpus=2, gpu_memory_gib=79.6, truth_uses=2)
     assert choose_parallel("auto", "cuda", shared).chose == 8  # 4 a GPU: one timed loop at a time each
     asked = choose_parallel(3, "cuda", shared)
     assert asked.chose == 3
@@ -51,9 +51,9 @@ def test_auto_with_shared_truth_takes_four_a_gpu_and_a_number_runs_as_asked_with
     [
         (Machine(cores=2, gpus=0, gpu_memory_gib=None, truth_uses=1), "cpu", 2, "cores"),
         (Machine(cores=16, gpus=0, gpu_memory_gib=None, truth_uses=1), "cpu", 2, "host"),
-        (Machine(cores=16, gpus=0, gpu_memory_gib=None, truth_uses=4), "cuda", 1, "gpus"),
-        (Machine(cores=16, gpus=1, gpu_memory_gib=40.0, truth_uses=4), "cuda", 1, "gpu_memory"),
-        (Machine(cores=3, gpus=1, gpu_memory_gib=139.8, truth_uses=4), "cuda", 3, "cores"),
+        (Machine(cores=16, gpus=0, gpu_memory_gib=None, truth_uses=2), "cuda", 1, "gpus"),
+        (Machine(cores=16, gpus=1, gpu_memory_gib=40.0, truth_uses=2), "cuda", 1, "gpu_memory"),
+        (Machine(cores=3, gpus=1, gpu_memory_gib=139.8, truth_uses=2), "cuda", 3, "cores"),
     ],
 )
 def test_eight_asked_runs_what_the_machine_holds_and_names_the_reason(

@@ -13,7 +13,8 @@ Each resource's cap, from how evaluations use it (agent/execution/leases.py, too
   (H200, 2026-12-05c); a GPU with less takes one trajectory;
 * truth: each evaluation's input set and float64 truth; at two trajectories a GPU the truth servers were
   ~97 % busy (H200, 683690c), so two a GPU, unless input sets are shared between candidates' evaluations
-  (`KERNEL_AGENT_SHARE_TRUTH=1`, tools/judge/_share.py: up to `MAX_SHARED_USES` evaluations a set).
+  (`KERNEL_AGENT_SHARE_TRUTH=1`, tools/judge/_share.py): a set then serves the evaluations in flight
+  together, two a GPU (agent/execution/leases.py `EVALUATIONS_PER_GPU`), so four a GPU.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ POOL_PEAK_GIB = 55.6
 @dataclass(frozen=True)
 class Machine:
     """What the choice depends on: cores, the GPUs a CUDA problem times on, the first one's memory, and
-    whether input sets are shared (how many evaluations one serves)."""
+    whether input sets are shared (how many evaluations one serves at most)."""
 
     cores: int
     gpus: int
@@ -42,14 +43,15 @@ class Machine:
 
     @classmethod
     def here(cls, device: str, gpus: list[int] | None) -> Machine:
-        from agent.execution.leases import cpu_cores
+        from agent.execution.leases import EVALUATIONS_PER_GPU, cpu_cores
         from tools.envinfo import nvidia_smi
         from tools.judge import MAX_SHARED_USES, share_enabled
 
         cuda = device == "cuda"
         smi = nvidia_smi() if cuda and gpus else None
         memory = _gib(smi.get("memory", "")) if smi else None
-        uses = MAX_SHARED_USES if share_enabled() else 1
+        # a set serves the evaluations in flight together: at most EVALUATIONS_PER_GPU of them on one GPU
+        uses = min(MAX_SHARED_USES, EVALUATIONS_PER_GPU) if share_enabled() else 1
         return cls(
             cores=cpu_cores(), gpus=len(gpus or []) if cuda else 0, gpu_memory_gib=memory, truth_uses=uses
         )

@@ -19,14 +19,42 @@ from tools.problem import Problem
 from tools.supervise import WarmPool
 
 
-@pytest.fixture
-def made(tiny: Problem, warm: WarmPool) -> Prepared:
+@pytest.fixture(scope="module")
+def reference_timed(tiny: Problem, warm: WarmPool) -> None:
+    """The baseline built and the reference's medians cached, as after a run's first evaluation."""
+    first = benchmark(tiny, v.baseline(), pool=warm)
+    assert first.status == "ok", first.message
+    warm.wait_prefetch(tiny.data_hash)
+
+
+def _made(tiny: Problem, warm: WarmPool, refresh_reference: bool = False) -> Prepared:
     """One evaluation's set and truth, made by the pool's truth server as a prefetch would make it."""
-    item = prepare(tiny, collect_env(tiny), 123456789012345, pool=warm, parent=warm.jobs_dir, ahead=True)
+    item = prepare(
+        tiny, collect_env(tiny), 123456789012345, refresh_reference=refresh_reference, pool=warm,
+        parent=warm.jobs_dir, ahead=True,
+    )  # fmt: skip
     assert item.ok
     assert item.kept is not None
     assert item.kept.reclaim()
     return item
+
+
+@pytest.fixture
+def made(tiny: Problem, warm: WarmPool, reference_timed: None) -> Prepared:
+    return _made(tiny, warm)
+
+
+def test_a_set_whose_truth_timed_the_reference_is_not_shared(
+    tiny: Problem, warm: WarmPool, reference_timed: None
+) -> None:
+    """Its evaluation caches the reference's figures only as it ends: another one would find none yet."""
+    timed = _made(tiny, warm, refresh_reference=True)
+    try:
+        shares = TruthShares()
+        shares.offer(timed, tiny.content_hash, "kernel-a")
+        assert shares.take(tiny.content_hash, "kernel-b", warm.jobs_dir) is None
+    finally:
+        timed.discard()
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -85,14 +113,11 @@ def test_a_set_serves_other_kernels_never_the_same_one_nor_the_final_recheck(
 
 
 def test_an_evaluation_on_another_candidates_set_is_judged_as_on_its_own(
-    tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch
+    tiny: Problem, warm: WarmPool, monkeypatch: pytest.MonkeyPatch, reference_timed: None
 ) -> None:
     """B starts while A's evaluation is in flight and takes A's set: same seed, no truth made for it; a wrong
     kernel there is still wrong. Once both are done, the next evaluation draws a new seed."""
     monkeypatch.setenv(SHARE_ENV, "1")
-    warm_up = benchmark(tiny, v.baseline(), pool=warm)  # the build and the reference's medians made
-    assert warm_up.status == "ok", warm_up.message
-    warm.wait_prefetch(tiny.data_hash)
     results: dict[str, object] = {}
     a = threading.Thread(target=lambda: results.update(a=benchmark(tiny, v.baseline(), pool=warm)))
     a.start()

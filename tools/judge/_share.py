@@ -16,6 +16,8 @@ truth"). The rules hold either way:
 * never two evaluations of the same kernel source (a second look at the same contents is no new evidence);
 * a set takes new evaluations only until the first of its evaluations ends: no model has read a result
   (its seed, a case's expected values) of a set while a candidate can still be started on it;
+* a set whose truth timed the reference for its own evaluation (a new host's first) is not shared: the
+  reference's figures reach the cache only as that evaluation ends;
 * each evaluation gets its own job folder with its own copy of the inputs (a candidate unsealed by the
   process-group fallback could write the files it reads), its own claim on the truth server that keeps
   the timing shapes' truth, and its own outputs; the last one done makes the server forget the truth.
@@ -62,7 +64,7 @@ class TruthShares:
 
     def offer(self, prepared: Prepared, content: str, kernel: str) -> None:
         """`prepared`, taken by an evaluation of `kernel`, serves others until one of them ends."""
-        if not prepared.ok or self.uses < 2:
+        if not prepared.ok or self.uses < 2 or times_the_reference(prepared):
             return
         entry = SharedSet(prepared, content, {kernel})
         with self._lock:
@@ -95,6 +97,13 @@ class TruthShares:
             entry.open = False
             if entry in self._open:
                 self._open.remove(entry)
+
+
+def times_the_reference(prepared: Prepared) -> bool:
+    """Whether its truth timed the reference (eager or launch-free) for its own evaluation, which caches it only
+    as it ends: another evaluation on the set would find no reference figures yet (a new host's first ones)."""
+    timed = any(t.truth.time_reference or t.truth.time_launch_free for t in prepared.plan.timing)
+    return timed and not prepared.references_cached
 
 
 def _view(origin: Prepared, parent: Path) -> Prepared | None:

@@ -8,7 +8,7 @@ primary shape (16, 1024, 1024, 16): `cold`, the first forward ever of a fresh mo
 a timed call pays without a warm-up: lazy set-up, first-call work), then `warm`, the median over `--repeat`
 forwards after three warm-ups (what every timed call of the evaluator pays now: each loop starts after one
 warm-up at least, tools/judge/_plan.py `timing_cfgs`), each measured as the evaluator's profiled forward
-measures it (tools/worker/usage.py `profile_call`: `usage.first_launch_ms` in a benchmark's result).
+measures it (tools/worker/usage.py `first_launch`: `usage.first_launch_ms` in a benchmark's result).
 """
 
 from __future__ import annotations
@@ -26,13 +26,33 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from bench.launch_probe import D_STATE, SHAPE, load  # noqa: E402
-from tools.worker.usage import profile_call, warm_up_cuda  # noqa: E402
+from bench.launch_probe import D_STATE, SHAPE, load, warm_profiler  # noqa: E402
+
+# As tools/worker/usage.py `first_launch` reads the evaluator's profiled forward (a bench imports no worker code):
+LAUNCHES = (
+    "cudaLaunchKernel",
+    "cuLaunchKernel",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
 
 
 def first_launch_ms(model: torch.nn.Module, x: torch.Tensor) -> float | None:
-    value = profile_call(model, [x], "cuda").get("first_launch_ms")
-    return float(value) if value is not None else None
+    """Host ms from the forward's start to the first launch call after it, by the profiler's host clock."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof, torch.no_grad():
+        with record_function("forward"):
+            model(x)
+        torch.cuda.synchronize()
+    host = [
+        (e.name, e.time_range.start) for e in prof.events() if e.device_type != torch.autograd.DeviceType.CUDA
+    ]
+    start = min((t for name, t in host if name == "forward"), default=None)
+    launches = [t for name, t in host if name.startswith(LAUNCHES) and start is not None and t >= start]
+    return (min(launches) - start) / 1e3 if start is not None and launches else None
 
 
 def measure(path: Path, repeat: int) -> dict[str, Any]:
@@ -60,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    warm_up_cuda()  # as the evaluator's worker starts: the context, cuBLAS and the profiler made first
+    warm_profiler()  # as the evaluator's worker starts: the context, cuBLAS and the profiler made first
     rows = [measure(path, args.repeat) for path in args.kernels]
     for row in rows:
         print(

@@ -1,13 +1,19 @@
 """Who waits for what when trajectories share one device: a benchmark, not a test.
 
     python bench/timeline.py problems/selective_scan.yaml --parallel 1,2 --candidates 12 --cached
+    python bench/timeline.py problems/selective_scan.yaml --parallel 1,2,4 --cached --share-truth off,on \
+        --summary OUT/throughput_summary.json
 
 Runs N trajectories back to back, as bench/throughput.py does (the same candidates and executor), while
 `tools.supervise.listen` hears every evaluation's turns on the device, each truth server request (asked,
 taken, answered) and each candidate worker's life. Prints, per N: candidates an hour; how much of the wall
 time the device was held exclusively (a timed loop), shared only (checks, truth, a live candidate) or not
 at all; how busy the truth servers were and how long each kind of request queued; a strip chart of the
-first seconds. Which resource is saturated says what a second trajectory can still overlap.
+first seconds. Which resource is saturated says what a second trajectory can still overlap. `--share-truth
+off,on` measures each N with truth made for every evaluation, then with input sets shared between candidates'
+evaluations in flight (KERNEL_AGENT_SHARE_TRUTH, tools/judge/_share.py); `--summary` writes one compact
+object per configuration (candidates an hour and against N=1, the truth servers' busy share, overlapping
+timing leases, where each evaluation's truth came from, the host time to the first launch).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import json
+import os
 import queue
 import statistics
 import subprocess
@@ -30,7 +37,18 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from agent.execution.executor import KernelJob  # noqa: E402
-from bench.throughput import WARM_UP_ROUNDS, cached_candidates, candidates, make_executor, settle, warm_up  # noqa: E402
+from agent.runlog.data import lease_spans, overlapping_leases  # noqa: E402
+from agent.runlog.events import LeaseEvent  # noqa: E402
+from bench.throughput import (  # noqa: E402
+    WARM_UP_ROUNDS,
+    cached_candidates,
+    candidates,
+    hardware,
+    make_executor,
+    settle,
+    warm_up,
+)
+from tools.judge import SHARE_ENV  # noqa: E402
 from tools.problem import Problem, load_problem  # noqa: E402
 from tools.supervise import listen  # noqa: E402
 
@@ -245,6 +263,10 @@ def measure(
     executor = make_executor("local", gpus, None)
     warm_up_s = warm_up(problem, executor, codes, parallel)
     settle(problem, gpus)
+    leases: list[LeaseEvent] = []
+    executor.on_event = leases.append
+    sources: dict[str, int] = defaultdict(int)
+    first_launch: list[float] = []
     todo: queue.Queue[str] = queue.Queue()
     for code in codes:
         todo.put(code)
@@ -265,6 +287,9 @@ def measure(
             result = executor.benchmark(KernelJob(problem, code, trajectory=number))
             evaluations.append((number, begin, time.monotonic() - t0))
             phases.append({**result.phases, "seconds": result.seconds, "ok": float(result.status == "ok")})
+            sources[result.truth_source] += 1
+            if result.usage is not None and result.usage.first_launch_ms is not None:
+                first_launch.append(result.usage.first_launch_ms)
             if result.speedup is not None:
                 speedups.append((result.kernel_hash, result.speedup))
 
@@ -284,8 +309,29 @@ def measure(
         "phases": phases,
         "speedups": speedups,
         "device_memory_peak_mib": memory.peak,
+        "timing_lease_overlaps": len(
+            overlapping_leases(lease_spans(list(leases)), problem.spec.device != "cuda")
+        ),
+        "truth_sources": dict(sources),
+        "first_launch_ms_median": round(statistics.median(first_launch), 4) if first_launch else None,
         "events": events,
     }
+
+
+SUMMARY_KEYS = (
+    "share_truth", "parallel", "candidates", "correct", "wall_s", "per_hour", "x_one", "truth_busy_pct",
+    "device_exclusive_pct", "device_shared_only_pct", "device_idle_pct", "timing_lease_overlaps", "truth_sources",
+    "first_launch_ms_median", "device_memory_peak_mib", "warm_up_s",
+)  # fmt: skip
+
+
+def compact(row: dict[str, Any], rows: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
+    """One configuration's figures for the summary: candidates an hour against the same mode's N=1 (`x_one`)."""
+    one = next((r for r in rows if r["parallel"] == 1 and r["share_truth"] == row["share_truth"]), None)
+    x_one = round(row["per_hour"] / one["per_hour"], 2) if one and one["per_hour"] else None
+    figures = {k: row.get(k) for k in SUMMARY_KEYS if k != "x_one"}
+    # The scripted candidates are all correct: any other verdict is a false one.
+    return {**info, **figures, "x_one": x_one, "not_ok": row["candidates"] - row["correct"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,17 +342,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--think", type=float, default=0.0)
     p.add_argument("--cached", action="store_true", help="build every candidate first; time evaluation only")
     p.add_argument("--json", type=Path, help="write every configuration's figures and events here")
+    p.add_argument(
+        "--share-truth",
+        default="off",
+        help="off, on or off,on: input sets shared between candidates (each N)",
+    )
+    p.add_argument("--summary", type=Path, help="write one compact object per configuration here (JSON)")
     args = p.parse_args(argv)
     problem = load_problem(args.problem)
     gpus = [0] if problem.spec.device == "cuda" else None
     shared = cached_candidates(problem, args.candidates) if args.cached else []
-    rows = []
-    for n in [int(x) for x in args.parallel.split(",")]:
+    info = hardware(problem, gpus)
+    rows: list[dict[str, Any]] = []
+    summary_rows: list[dict[str, Any]] = []
+    configurations = [
+        (mode, int(n)) for mode in args.share_truth.split(",") for n in args.parallel.split(",")
+    ]
+    for mode, n in configurations:
+        os.environ[SHARE_ENV] = "1" if mode == "on" else "0"
         codes = shared or candidates(problem, args.candidates, f"timeline-{time.time_ns()}-n{n}")
-        row = measure(problem, n, codes, args.think, gpus)
+        row = {**measure(problem, n, codes, args.think, gpus), "share_truth": mode}
         rows.append(row)
+        summary_rows.append(compact(row, rows, info))
+        if args.summary:  # after each configuration: what finished is kept where a later one runs out of time
+            args.summary.write_text(json.dumps(summary_rows, indent=1))
         print(
-            f"N={n}: {row['candidates']} candidates ({row['correct']} ok) in {row['wall_s']} s = {row['per_hour']}/h; "
+            f"N={n}, shared truth {mode}: {row['candidates']} candidates ({row['correct']} ok) in {row['wall_s']} s = {row['per_hour']}/h; "
             f"device exclusive {row['device_exclusive_pct']}%, shared only {row['device_shared_only_pct']}%, "
             f"idle {row['device_idle_pct']}%; truth servers busy {row['truth_busy_pct']}% "
             f"({row['truth_request_s']} s of requests); a candidate alive {row['candidate_alive_pct']}%; "
@@ -315,6 +376,10 @@ def main(argv: list[str] | None = None) -> int:
         for kind, r in row["requests"].items():
             print(f"  {kind}: {r['count']} requests, {r['mean_s']} s each, queued {r['mean_queued_s']} s")
         print(f"  phases, mean s an evaluation: {phase_means(row['phases'])}")
+        print(
+            f"  timing leases overlapping: {row['timing_lease_overlaps']}; truth: {row['truth_sources']}; "
+            f"host to the first launch (median): {row['first_launch_ms_median']} ms"
+        )
         if row["device_memory_peak_mib"] is not None:
             print(f"  device memory in use, at most: {row['device_memory_peak_mib']} MiB")
         shift = speedup_shift(rows[0]["speedups"], row["speedups"]) if len(rows) > 1 else None

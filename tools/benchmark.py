@@ -29,6 +29,7 @@ from tools.judge._ahead import made_beside, obtain, prefetch, reference_cached
 from tools.judge._evaluate import compile_failure, evaluate, integrity_notices
 from tools.judge._plan import worker_kind
 from tools.judge._ratio import too_wide
+from tools.judge._share import share_enabled, shares_of
 from tools.judge._static_checks import check_source
 from tools.problem import Problem
 from tools.results import (
@@ -109,15 +110,24 @@ def benchmark(
         ev.zygote()
         ev.prepare_worker(worker_kind(problem), workers_ahead(worker_kind(problem), ev.running))
     waiting = time.monotonic()
-    # Taken before the device lock: a prefetch still running holds that lock until it is done.
-    ready = ev.take_prefetched(problem.data_hash) if ev and seed is None and not refresh_reference else None
+    # Another candidate's input set in use now, where sharing is on (tools/judge/_share.py); else one made
+    # ahead, taken before the device lock: a prefetch still running holds that lock until it is done.
+    shares = shares_of(ev) if ev and seed is None and not refresh_reference and share_enabled() else None
+    shared = shares.take(problem.content_hash, base["kernel_hash"], ev.jobs_dir) if shares and ev else None
+    fresh = ev and seed is None and not refresh_reference and shared is None
+    ready = ev.take_prefetched(problem.data_hash) if ev and fresh else None
     turns = DeviceTurns(ev.device) if ev is not None else None
     with visible_gpu(gpu) if ev is None else ev.evaluating():
         try:
             if turns is not None:  # device work beside others' (shared), a timed loop alone, else idle
                 turns.to(idle_mode(problem.spec.device))
             clock["truth_wait"] = time.monotonic() - waiting  # a prefetch finishing, or the device busy
-            prepared = obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
+            prepared = shared or obtain(problem, env, seed, refresh_reference, ev, ready, clock, turns)
+            if shared is not None and shared.kept is not None:
+                shared.kept.turns = turns  # its re-check on this evaluation's turns
+            elif shares is not None:
+                shares.offer(prepared, problem.content_hash, base["kernel_hash"])
+            base["truth_source"] = truth_source(prepared, shared, ready)
             if ev is not None:
                 ev.expect_kept(prepared.kept_bytes)
             if ev is not None and prefetch_next and seed is None and not refresh_reference:
@@ -145,6 +155,13 @@ def benchmark(
     result.seconds = time.monotonic() - start
     result.phases = phases.finish(clock, result.seconds)
     return result
+
+
+def truth_source(prepared: Any, shared: Any, ready: Any) -> str:
+    """Where an evaluation's input set and truth came from (`BenchResult.truth_source`)."""
+    if prepared is shared:
+        return "shared"
+    return "made_ahead" if prepared is ready else "made_now"
 
 
 def needs_evaluation(compiled: CompileResult) -> bool:

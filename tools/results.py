@@ -268,10 +268,11 @@ class KernelUsage(Model):
     own_calls_per_forward: float | None = None
     own_share: float | None = None
     library_share: dict[str, float] = Field(default_factory=dict)
-    top_kernels: list[tuple[str, str, float]] = Field(
-        default_factory=list, description="(name, kind, device-ms) for the costliest kernels"
-    )
+    top_kernels: list[tuple[str, str, float]] = Field(default_factory=list)  # (name, kind, device-ms)
     method: Literal["cuda_profiler", "cpu_profiler", "extension_calls", "unavailable"] = "unavailable"
+    # Host ms from the forward's entry to its first kernel launch (tools/worker/usage.py `first_launch`):
+    first_launch: Literal["measured", "not_applicable", "unavailable"] = "unavailable"
+    first_launch_ms: float | None = None
 
 
 class EnvInfo(Model):
@@ -344,11 +345,9 @@ class BenchResult(Model):
     usage: KernelUsage | None = None
     env: EnvInfo = Field(default_factory=EnvInfo)
     seconds: float = 0.0
-    phases: dict[str, float] = Field(
-        default_factory=dict,
-        description="seconds per phase of this evaluation (names: tools/judge/_phases.py)",
-    )
+    phases: dict[str, float] = Field(default_factory=dict)  # seconds per phase (tools/judge/_phases.py)
     workers: Literal["cold", "warm"] = Field("cold", description="fresh processes, or warm workers")
+    truth_source: Literal["made_now", "made_ahead", "shared"] = "made_now"  # shared: tools/judge/_share.py
     output: str = ""
     notices: list[str] = Field(
         default_factory=list, description="harness facts worth knowing that do not judge the candidate"

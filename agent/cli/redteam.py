@@ -25,14 +25,13 @@ from agent.cli.run import (
     describe_provider,
     final_panel,
     make_executor,
-    provider_for,
     run_json,
     run_live,
     run_setup,
     runs_dir_of,
     trajectory_path,
 )
-from agent.cli.run_options import UsageError
+from agent.cli.run_options import UsageError, provider_for
 
 if TYPE_CHECKING:
     from rich.console import Console

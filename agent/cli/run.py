@@ -22,7 +22,10 @@ from agent.cli.run_options import (  # noqa: F401  (also used from here by the C
     choose_gpus,
     gpu_list,
     non_negative_int,
+    parallel_choice,
+    parallel_count,
     positive_int,
+    provider_for,
     sanitize_mode,
     stop_at_floor,
 )
@@ -89,7 +92,9 @@ def register(subparsers: Any) -> None:
         "--runs-dir", help="where run folders go (default: $KERNEL_AGENT_RUNS, else runs/)", metavar="DIR"
     )
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped or killed run from its log")
-    p.add_argument("--parallel", type=positive_int, default=1, metavar="N", help="trajectories at once")
+    p.add_argument(
+        "--parallel", type=parallel_count, default=1, metavar="N", help="trajectories at once, or auto"
+    )
     p.add_argument(
         "--branches",
         type=non_negative_int,
@@ -162,9 +167,10 @@ def run_json(run_dir: Path, exit_code: int) -> dict[str, Any]:
 
 
 def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelRun:
+    from agent.execution.capacity import choice_lines
     from agent.runlog.events import RunConfig
 
-    if args.resume and (args.parallel > 1 or args.executor != "local"):
+    if args.resume and (args.parallel != 1 or args.executor != "local"):
         raise UsageError("--resume continues a run as it was started; leave out --parallel and --executor")
     if args.resume:
         return resume_agent(args, console)
@@ -177,7 +183,9 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
     model, notice = choose_model(args.model)
     trajectory = trajectory_path(problem)
     provider = provider_for(model, trajectory, args.base_url, args.max_cost)
-    for line in (notice, price_note(provider)):
+    gpus = choose_gpus(problem, args.gpus)
+    choice = parallel_choice(args.parallel, args.executor, problem, gpus)  # why that many: the first lines
+    for line in (notice, price_note(provider), *choice_lines(choice)):
         if line:
             console.print(f"[yellow]{line}[/]")
     config = RunConfig(
@@ -191,9 +199,10 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
         stop_at_floor=stop_at_floor(problem, args.stop_at_floor),
         baselines=args.baselines,
         trajectory=str(trajectory) if provider.scripted and trajectory else None,
-        parallel=args.parallel,
-        branches=args.branches if args.branches is not None else (args.parallel if args.parallel > 1 else 0),
-        gpus=choose_gpus(problem, args.gpus),
+        parallel=choice.chose,
+        parallel_choice=choice,
+        branches=args.branches if args.branches is not None else (choice.chose if choice.chose > 1 else 0),
+        gpus=gpus,
         executor=args.executor,
         ray_address=args.ray_address,
         base_url=getattr(provider, "base_url", None),
@@ -207,26 +216,6 @@ def build_agent(args: argparse.Namespace, console: Console) -> Agent | ParallelR
     if config.parallel > 1 or config.executor != "local" or args.gpus is not None:
         return new_parallel_run(problem, provider, config, runs_dir_of(args), console)
     return new_agent(problem, provider, config, runs_dir_of(args), console)
-
-
-def provider_for(
-    model: str, trajectory: Path | None, base_url: str | None, max_cost: float | None
-) -> Provider:
-    """`make_provider`, with what the command line must refuse: a missing optional SDK, and a cost budget
-    for a model whose price is unknown (it would never stop the run). The price note is printed later."""
-    from agent.providers import make_provider, price_note
-
-    try:
-        provider = make_provider(model, trajectory, base_url)
-    except ModuleNotFoundError as exc:
-        if not model.startswith("openai:"):
-            raise
-        raise UsageError(
-            f"--model {model} needs the openai SDK: pip install 'kernel-agent[openai]' ({exc})"
-        ) from None
-    if max_cost is not None and (note := price_note(provider)):
-        raise UsageError(f"--max-cost cannot limit this run: {note}")
-    return provider
 
 
 def runs_dir_of(args: argparse.Namespace) -> Path:

@@ -8,6 +8,10 @@ import os
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agent.providers.base import Provider
+    from agent.runlog.events import ParallelChoice
     from tools.problem import Problem
 
 
@@ -40,6 +44,28 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
     return value
+
+
+def parallel_count(text: str) -> int | Literal["auto"]:
+    """--parallel: a number of trajectories, or `auto` (agent/execution/capacity.py)."""
+    return "auto" if text.strip().lower() == "auto" else positive_int(text)
+
+
+def parallel_choice(
+    asked: int | Literal["auto"], executor: str, problem: Problem, gpus: list[int] | None
+) -> ParallelChoice:
+    """How many trajectories run at once, and why: as asked on Ray (its scheduler leases), else what this
+    machine's cores, GPUs and truth hold (`auto`: the most they hold; a number: at most that)."""
+    from agent.execution.capacity import Machine, choose_parallel
+    from agent.runlog.events import ParallelChoice
+
+    if executor == "ray":
+        if asked == "auto":
+            raise UsageError("--parallel auto weighs this machine; with --executor ray give a number")
+        return ParallelChoice(asked=asked, chose=asked)
+    if asked == 1:
+        return ParallelChoice(asked=1, chose=1)
+    return choose_parallel(asked, problem.spec.device, Machine.here(problem.spec.device, gpus))
 
 
 def non_negative_int(text: str) -> int:
@@ -108,3 +134,23 @@ def choose_gpus(problem: Problem, requested: list[int] | None) -> list[int] | No
     if count and max(requested) >= count:
         raise UsageError(f"--gpus {','.join(map(str, requested))}: only {count} GPU(s) visible")
     return requested
+
+
+def provider_for(
+    model: str, trajectory: Path | None, base_url: str | None, max_cost: float | None
+) -> Provider:
+    """`make_provider`, with what the command line must refuse: a missing optional SDK, and a cost budget
+    for a model whose price is unknown (it would never stop the run). The price note is printed later."""
+    from agent.providers import make_provider, price_note
+
+    try:
+        provider = make_provider(model, trajectory, base_url)
+    except ModuleNotFoundError as exc:
+        if not model.startswith("openai:"):
+            raise
+        raise UsageError(
+            f"--model {model} needs the openai SDK: pip install 'kernel-agent[openai]' ({exc})"
+        ) from None
+    if max_cost is not None and (note := price_note(provider)):
+        raise UsageError(f"--max-cost cannot limit this run: {note}")
+    return provider

@@ -167,7 +167,8 @@ def runner_for(config: SuiteConfig, problems: list[Problem], console: Console) -
         assert config.kernels_dir is not None
         kernels_dir = Path(config.kernels_dir)
         return lambda problem, context: judge_kernels(problem, context, kernels_dir)
-    from agent.cli.run import provider_for, trajectory_path
+    from agent.cli.run import trajectory_path
+    from agent.cli.run_options import provider_for
     from agent.providers import choose_model, price_note
 
     model, notice = choose_model(config.model)

@@ -232,6 +232,23 @@ class Versioned(BaseModel):
     format_version: int = FORMAT_VERSION
 
 
+class ParallelLimit(BaseModel):
+    """One resource's cap on the trajectories a run takes at once (agent/execution/capacity.py)."""
+
+    resource: Literal["cores", "host", "gpus", "gpu_memory", "truth"]
+    most: int
+    why: str
+
+
+class ParallelChoice(BaseModel):
+    """How many trajectories a run takes at once: `--parallel` as asked (a number, or `auto`), what each
+    resource of this machine can hold, and what ran."""
+
+    asked: int | Literal["auto"]
+    chose: int
+    limits: list[ParallelLimit] = Field(default_factory=list)
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="ignore")
     problem_path: str
@@ -246,6 +263,7 @@ class RunConfig(BaseModel):
     )
     trajectory: str | None = None
     parallel: int = Field(1, description="trajectories at once")
+    parallel_choice: ParallelChoice | None = Field(None, description="why that many (--parallel auto, a cap)")
     branches: int = Field(0, description="trajectories started from the shared best once one exists")
     gpus: list[int] | None = Field(None, description="local GPUs used (None: all visible)")
     executor: Literal["local", "ray"] = "local"

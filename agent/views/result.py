@@ -178,11 +178,13 @@ def usage_line(usage: KernelUsage) -> Text | None:
 
 
 def usage_text(usage: KernelUsage) -> str:
-    """`device time: own kernels 41% · gemm 59%` (on the CPU: `CPU time: own code 13% · elementwise 87%`)."""
+    """`device time: own kernels 41% · gemm 59%` (on the CPU: `CPU time: own code 13% · elementwise 87%`), and
+    on CUDA the host time from the call's start to its first launch, where measured."""
     cpu = usage.method == "cpu_profiler"
     shares = [f"{'own code' if cpu else 'own kernels'} {usage.own_share or 0:.0%}"]
     shares += [f"{k} {v:.0%}" for k, v in usage.library_share.items()]
-    return f"{'CPU time' if cpu else 'device time'}: " + " · ".join(shares)
+    launch = f" · first launch {usage.first_launch_ms:.3f} ms into the call" if usage.first_launch_ms else ""
+    return f"{'CPU time' if cpu else 'device time'}: " + " · ".join(shares) + launch
 
 
 SANITIZER_STYLE = {"clean": OK_STYLE, "flagged": BAD_STYLE, "incomplete": "yellow", "unavailable": "yellow"}

@@ -3,8 +3,9 @@ timed outputs where the truth is, and what is said where that server is gone."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tools import orders, wire
 from tools.problem import Tolerance
@@ -14,6 +15,25 @@ from tools.supervise.truth_server import TruthServer
 
 Rechecks = dict[str, list[CaseResult]]  # shape -> its checked calls' verdicts
 Rechecker = Callable[[list[orders.RecheckShape]], Rechecks]
+
+
+class Users:
+    """How many evaluations use one kept truth (more than one where an input set is shared between candidates:
+    tools/judge/_share.py); the last to leave forgets it on the server."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 1
+
+    def join(self) -> None:
+        with self._lock:
+            self.count += 1
+
+    def leave(self) -> bool:
+        """One user done; True for the last."""
+        with self._lock:
+            self.count -= 1
+            return self.count == 0
 
 
 class TruthLost(Exception):
@@ -32,6 +52,8 @@ class KeptTruth:
     tolerance: Tolerance
     claimed: bool = True  # the server was handed out claimed (WarmPool.truth_server)
     turns: DeviceTurns | None = None  # the evaluation's turns on the device, taken for the re-check's work
+    users: Users = field(default_factory=Users)  # evaluations using it: the last one's `forget` forgets it
+    left: bool = False  # this evaluation has left `users` (`forget` once)
 
     def usable(self) -> bool:
         return self.server.alive()
@@ -61,8 +83,20 @@ class KeptTruth:
             raise TruthLost(f"the truth server could not re-check the timed outputs: {why}")
         return answers
 
+    def shared(self) -> KeptTruth | None:
+        """The same truth for one more evaluation, with a claim of its own on the server (None where the server
+        is gone or retired: its truth with it)."""
+        if not self.server.claim():
+            return None
+        self.users.join()
+        return KeptTruth(self.server, self.handle, self.tolerance, claimed=True, users=self.users)
+
     def forget(self) -> None:
-        if self.usable():
+        """This evaluation is done with the truth: the server forgets it once no other evaluation uses it."""
+        if self.left:
+            return
+        self.left = True
+        if self.users.leave() and self.usable():
             self.server.request(orders.ForgetRequest(handle=self.handle), Deadline(FORGET_TIMEOUT_S))
 
 

@@ -4,7 +4,8 @@ for it by the truth worker (`prepare`; made ahead of time while the model thinks
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from tools.supervise.pool import TRUTH_SERVERS
 from tools.worker.outputs import staging_bytes
 from tools.worker.refmod import derive_seed
 
-REFERENCE_WARMUP = 1  # the reference's warm-up calls at most: trusted code, whose lazy set-up one call does
+REFERENCE_WARMUP = 1  # the reference's warm-up calls: trusted code, whose lazy set-up one call does
 
 
 def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSettings]:
@@ -42,13 +43,13 @@ def timing_cfgs(problem: Problem) -> tuple[orders.LoopSettings, orders.LoopSetti
     warm-up: the selective scan's three at its 0.3 s shape cost a new host's first evaluation ~1 s)."""
     cfg = problem.spec.timing_config
     candidate = orders.LoopSettings.model_validate(
-        cfg.model_dump(exclude={"input_sets", "reference_max_seconds", "threads"})
-    )
-    reference = candidate.model_copy(
-        update={
-            "max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds),
-            "warmup": min(cfg.warmup, REFERENCE_WARMUP),
+        {
+            **cfg.model_dump(exclude={"input_sets", "reference_max_seconds", "threads"}),
+            "warmup": max(1, cfg.warmup),
         }
+    )  # one warm-up at least: the first timed call never pays a shape's lazy set-up
+    reference = candidate.model_copy(
+        update={"max_seconds": min(cfg.max_seconds, cfg.reference_max_seconds), "warmup": REFERENCE_WARMUP}
     )
     return candidate, reference
 
@@ -325,6 +326,7 @@ class Prepared:
     phases: dict[str, float]
     kept: KeptTruth | None = None
     references_cached: bool = False  # the reference medians its truth timed are in the cache now
+    on_discard: list[Callable[[], None]] = field(default_factory=list)  # a shared set closing (_share.py)
 
     @property
     def ok(self) -> bool:
@@ -340,6 +342,9 @@ class Prepared:
         return max((staging_bytes(s) for s in sizes), default=0)
 
     def discard(self) -> None:
+        for hook in self.on_discard:
+            hook()
+        self.on_discard.clear()
         self.truths.clear()
         if self.kept is not None:
             self.kept.forget()

@@ -33,17 +33,45 @@ def classify_kernel(name: str, own: set[str]) -> str:
     return "other"
 
 
+# The host's launch calls (the CUDA runtime's and the driver's, as the profiler names them): the first one in
+# the forward is its first kernel launch.
+LAUNCHES = (
+    "cudaLaunchKernel",
+    "cuLaunchKernel",
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuGraphLaunch",
+)
+REGION = "kernel_agent::forward"
+
+
+def first_launch(events: list[tuple[str, float]]) -> dict[str, Any]:
+    """Host ms from the forward's start (`REGION`'s) to the first launch call after it, from the profiler's
+    (name, host start in us) pairs: what a timed call pays on the host before the device has work, where the
+    device sits idle inside the clock (the timing loop synchronizes just before it; tools/worker/timing.py)."""
+    start = min((t for name, t in events if name == REGION), default=None)
+    launches = [t for name, t in events if name.startswith(LAUNCHES) and start is not None and t >= start]
+    if start is None or not launches:
+        return {"first_launch": "unavailable", "first_launch_ms": None}
+    return {"first_launch": "measured", "first_launch_ms": (min(launches) - start) / 1e3}
+
+
 def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]:
-    """One profiled forward: which kernels ran and how much device time each kind took."""
+    """One profiled forward: which kernels ran and how much device time each kind took, and the host time to
+    its first launch (on the CPU there is none: the host's clock times the call itself)."""
     args = [t.clone() if isinstance(t, torch.Tensor) else t for t in pristine]
     if device != "cuda":
-        return cpu_usage.profile_cpu_call(model, args)
-    from torch.profiler import ProfilerActivity, profile
+        return {**cpu_usage.profile_cpu_call(model, args), "first_launch": "not_applicable"}
+    from torch.profiler import ProfilerActivity, profile, record_function
 
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof, torch.no_grad():
-        model(*args)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof, torch.no_grad():
+        with record_function(REGION):
+            model(*args)
         torch.cuda.synchronize()
+    host = [
+        (e.name, e.time_range.start) for e in prof.events() if e.device_type != torch.autograd.DeviceType.CUDA
+    ]
     totals: dict[str, float] = collections.defaultdict(float)
     per_kernel: dict[tuple[str, str], float] = collections.defaultdict(float)
     own_calls = 0
@@ -63,6 +91,7 @@ def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]
         "library_share": {k: v / total for k, v in totals.items() if k != "own"},
         "top_kernels": [(name, kind, ms) for (name, kind), ms in top],
         "method": "cuda_profiler",
+        **first_launch(host),
     }
 
 

@@ -1,5 +1,6 @@
 """What a candidate worker forked by the zygote does to contain itself before any candidate code runs: a
-network namespace of its own, then (once the zygote has sealed its filesystem: tools/worker/seal.py) no
+network namespace of its own (abstract unix sockets live there too) and an IPC namespace of its own (System V
+shared memory, semaphores, message queues and POSIX message queues: nothing another candidate made), then (once the zygote has sealed its filesystem: tools/worker/seal.py) no
 capabilities (the cold path's `unshare --net` and `setpriv` do the same, tools/supervise/isolation.py).
 
 A new network namespace has one interface, `lo`, and it is down: no route anywhere, not even to listeners
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pydantic import TypeAdapter
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -51,6 +53,11 @@ def check(rc: int, what: str) -> None:
 def enter_net_namespace() -> None:
     """From now on this process (and what it forks) is in a new network namespace: only `lo`, down."""
     check(libc().unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+
+
+def enter_ipc_namespace() -> None:
+    """From now on this process (and what it forks) has System V IPC and POSIX message queues of its own."""
+    check(libc().unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
 
 
 def _last_cap() -> int:
@@ -91,19 +98,25 @@ def attempt(step: Callable[[], None]) -> str:
     return ""
 
 
+PROBED = ("netns", "ipcns", "no_caps")
 _PROBED: TypeAdapter[dict[str, str]] = TypeAdapter(dict[str, str])  # the probe child's report
 
 
 def probe() -> dict[str, str]:
-    """Whether a child of this process can enter its own network namespace and drop its capabilities:
-    for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it entered)."""
+    """Whether a child of this process can enter its own network and IPC namespaces and drop its
+    capabilities: for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it
+    entered)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        found = {"netns": "probe died", "no_caps": "probe died"}
+        found = dict.fromkeys(PROBED, "probe died")
         try:
-            found = {"netns": attempt(enter_net_namespace), "no_caps": attempt(drop_capabilities)}
+            found = {
+                "netns": attempt(enter_net_namespace),
+                "ipcns": attempt(enter_ipc_namespace),
+                "no_caps": attempt(drop_capabilities),
+            }
         finally:
             os.write(write_fd, json.dumps(found).encode())
             os._exit(0)
@@ -114,4 +127,4 @@ def probe() -> dict[str, str]:
     try:
         return _PROBED.validate_json(raw)
     except ValueError:  # pydantic's ValidationError is one
-        return {"netns": "probe died", "no_caps": "probe died"}
+        return dict.fromkeys(PROBED, "probe died")

@@ -31,7 +31,15 @@ from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation
 from tools.worker import contain
 
-FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS, isolation.READ_ONLY, isolation.DEVICES]
+FULL = [
+    isolation.PIDNS,
+    isolation.NETNS,
+    isolation.NO_CAPS,
+    isolation.IPCNS,
+    isolation.READ_ONLY,
+    isolation.DEVICES,
+    isolation.PRIVATE_JOBS,
+]
 
 pytestmark = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -199,8 +207,9 @@ def test_observe_reads_the_guards_in_proc_not_the_workers_word() -> None:
             "uncontained: pid (not seen on the worker)",
             "uncontained: network (refused here)",
             "uncontained: capabilities (not seen on the worker)",
+            "uncontained: ipc (not seen on the worker)",
         ]
-        assert isolation.observe(wrapped.pid, True, {}) == FULL[:3]  # no seal asked for: not checked
+        assert isolation.observe(wrapped.pid, True, {}) == FULL[:4]  # no seal asked for: not checked
         assert isolation.observe(plain.pid, True, {})[0].startswith("uncontained: unverified")  # no child
     finally:
         for proc in (plain, wrapped):

@@ -28,7 +28,15 @@ from tools.results import BenchResult
 from tools.supervise import WarmPool, isolation
 from tools.worker import seal
 
-FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS, isolation.READ_ONLY, isolation.DEVICES]
+FULL = [
+    isolation.PIDNS,
+    isolation.NETNS,
+    isolation.NO_CAPS,
+    isolation.IPCNS,
+    isolation.READ_ONLY,
+    isolation.DEVICES,
+    isolation.PRIVATE_JOBS,
+]
 
 namespaces = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -236,7 +244,7 @@ def test_the_seal_refuses_a_mount_table_that_propagates(tmp_path: Path) -> None:
     )
     assert probe.returncode == 0, probe.stderr
     why = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert set(why) == {"mounts", "cache", "devices"}
+    assert set(why) == {"mounts", "cache", "devices", "jobs"}
     assert all("propagate" in reason for reason in why.values()), why
 
 
@@ -253,9 +261,9 @@ def test_observe_reads_the_seal_in_proc(tmp_path: Path) -> None:
         time.sleep(1.0)
         assert isolation.observe(sealed.pid, True, {}, spec) == FULL
         seen = isolation.observe(unsealed.pid, True, {}, spec)
-        assert seen[:3] == FULL[:3]
-        assert seen[3].startswith("uncontained: mounts (writable: /")
-        assert seen[4].startswith("uncontained: devices")
+        assert seen[:4] == FULL[:4]
+        assert seen[4].startswith("uncontained: mounts (writable: /")
+        assert seen[5].startswith("uncontained: devices")
     finally:
         for proc in (sealed, unsealed):
             proc.kill()

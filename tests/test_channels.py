@@ -38,6 +38,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 SECRET = "holder-secret.txt"
+READY = "holder-ready"
 RELEASE = "release"  # the test writes it into the holder's working dir once the prober is done
 ENOENT, ECONNREFUSED = 2, 111
 
@@ -56,6 +57,7 @@ def holder(key: int, name: str) -> str:
         f"_addr = struct.pack('=H', 1) + b'\\0' + {name.encode()!r}",
         "_bound = _libc.bind(_sock, _addr, len(_addr)) == 0 and _libc.listen(_sock, 4) == 0",
         f"open({SECRET!r}, 'w').write({name!r})",
+        f"open({READY!r}, 'w').close()  # after the secret: the test reads it once this is there",
         "print('holder ready: shm', _shm, 'socket', _bound, flush=True)",
         "_until = time.monotonic() + 120",
         f"while not os.path.exists({RELEASE!r}) and time.monotonic() < _until:",
@@ -138,7 +140,7 @@ class Holder:
         self.thread.start()
         deadline = time.monotonic() + 300  # the baseline's build, on a session's fresh cache, comes first
         while time.monotonic() < deadline and self.thread.is_alive():
-            found = list(self.jobs.glob(f"*/work/{SECRET}"))
+            found = list(self.jobs.glob(f"*/work/{READY}"))
             if found:
                 self.job = found[0].parents[1]
                 return self

@@ -150,8 +150,10 @@ def test_with_containment_forced_off_the_result_says_uncontained(
         f"uncontained: pid {why}",
         f"uncontained: network {why}",
         f"uncontained: capabilities {why}",
+        f"uncontained: ipc {why}",
         f"uncontained: mounts {why}",
         f"uncontained: devices {why}",
+        f"uncontained: jobs {why}",
     ]
 
 

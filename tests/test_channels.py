@@ -4,7 +4,7 @@ candidates evaluated at the same time, as in a parallel run or beside the next e
 open; the other (the prober) tries to reach each, by Python and by native means (libc through ctypes,
 which the runtime guard's audit hook does not see), through its jobs folder, /dev/shm, the folder of jobs
 made ahead and every /proc/<pid>/root and cwd it can see. Every attempt fails, and both results say what
-closed it: `ipc_namespace`, `private_jobs` and `net_namespace`, read by the harness in /proc.
+closed it: `ipc_namespace`, `private_jobs`, `net_namespace` and `no_keyrings`, read by the harness in /proc.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ pytestmark = pytest.mark.skipif(
 SECRET = "holder-secret.txt"
 READY = "holder-ready"
 RELEASE = "release"  # the test writes it into the holder's working dir once the prober is done
-ENOENT, ECONNREFUSED = 2, 111
+EPERM, ENOENT, ECONNREFUSED = 1, 2, 111
+KEYRING_CALLS = "_ADD_KEY, _REQUEST_KEY = {'x86_64': (248, 249), 'aarch64': (217, 218)}[os.uname().machine]"
 
 
 def holder(key: int, name: str) -> str:
@@ -49,6 +50,7 @@ def holder(key: int, name: str) -> str:
     return with_module_code(
         "import ctypes, os, struct, time",
         "_libc = ctypes.CDLL(None, use_errno=True)",
+        KEYRING_CALLS,
         "_libc.shmat.restype = ctypes.c_void_p",
         f"_shm = _libc.shmget({key}, 4096, 0o1000 | 0o666)  # IPC_CREAT",
         "_at = _libc.shmat(_shm, None, 0)",
@@ -56,6 +58,9 @@ def holder(key: int, name: str) -> str:
         "_sock = _libc.socket(1, 1, 0)  # AF_UNIX, SOCK_STREAM",
         f"_addr = struct.pack('=H', 1) + b'\\0' + {name.encode()!r}",
         "_bound = _libc.bind(_sock, _addr, len(_addr)) == 0 and _libc.listen(_sock, 4) == 0",
+        "_libc.syscall.restype = ctypes.c_long",
+        f"_key = _libc.syscall(_ADD_KEY, b'user', {name.encode()!r}, b'payload', 7, -4)  # the user keyring",
+        "print('holder add_key', _key if _key >= 0 else f'errno {ctypes.get_errno()}', flush=True)",
         f"open({SECRET!r}, 'w').write({name!r})",
         f"open({READY!r}, 'w').close()  # after the secret: the test reads it once this is there",
         "print('holder ready: shm', _shm, 'socket', _bound, flush=True)",
@@ -74,7 +79,11 @@ def prober(key: int, name: str, target: Path, folders: list[Path]) -> str:
     return with_module_code(
         "import ctypes, json, os, struct",
         "_libc = ctypes.CDLL(None, use_errno=True)",
+        KEYRING_CALLS,
         "_found = {}",
+        "_libc.syscall.restype = ctypes.c_long",
+        f"_k = _libc.syscall(_REQUEST_KEY, b'user', {name.encode()!r}, None, 0)",
+        "_found['request_key'] = _k if _k >= 0 else f'errno {ctypes.get_errno()}'",
         "def _native_read(path):",
         "    fd = _libc.open(path.encode(), 0)",
         "    if fd < 0:",
@@ -181,6 +190,7 @@ def _assert_nothing_reached(found: dict[str, Any], target: Path, own_jobs: Path)
             assert value == [f"errno {ENOENT}"] * 2, (key, value)
     assert found["shmget"] == f"errno {ENOENT}", found  # another IPC namespace: no such key
     assert found["abstract connect"] == f"errno {ECONNREFUSED}", found  # another network namespace
+    assert found["request_key"] == f"errno {EPERM}", found  # the keyring calls are refused
     assert found["sockets held"] == [], found  # no inherited handle on the zygote or another worker
 
 
@@ -190,6 +200,7 @@ def _check_holder(result: CompileResult, name: str) -> None:
     assert "holder ready: shm " in result.output
     assert "holder ready: shm -1" not in result.output
     assert "socket True" in result.output
+    assert f"holder add_key errno {EPERM}" in result.output  # nothing reaches the uid's keyring either
 
 
 def test_the_candidates_pass_the_static_checks() -> None:
@@ -222,6 +233,7 @@ def test_warm_a_candidate_reaches_nothing_of_one_evaluated_beside_it(
     assert found[f"list {decoy}"] == f"errno {ENOENT}", found
     for containment in (result.env.containment, first.containment):
         assert isolation.IPCNS in containment
+        assert isolation.NO_KEYRINGS in containment
         assert isolation.PRIVATE_JOBS in containment
         assert isolation.NETNS in containment
         assert isolation.uncontained(containment) == []
@@ -243,6 +255,7 @@ def test_cold_a_candidate_reaches_nothing_of_one_compiled_beside_it(
     assert found["list /dev/shm"] == [], found
     for containment in (result.containment, first.containment):
         assert isolation.IPCNS in containment
+        assert isolation.NO_KEYRINGS in containment
         assert isolation.PRIVATE_JOBS in containment
         assert isolation.uncontained(containment) == []
 

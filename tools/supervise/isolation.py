@@ -14,7 +14,9 @@ With the PID namespace comes a network namespace (`--net`; the zygote's children
 its only interface, `lo`, is down, so the candidate reaches nothing, not even listeners on the host's
 loopback, whatever native code it runs (abstract unix sockets belong to the network namespace too), and an
 IPC namespace (`--ipc`): System V shared memory, semaphores and message queues, and POSIX message queues,
-of its own, so two candidates in flight at once cannot meet there. Its capabilities are then dropped (`setpriv`; no new privileges
+of its own, so two candidates in flight at once cannot meet there; the worker itself, before it reports
+ready, refuses itself the kernel's keyring calls (a seccomp filter, contain.block_keyrings: a uid's keyrings
+are shared across all these namespaces). Its capabilities are then dropped (`setpriv`; no new privileges
 on exec), so it cannot leave these namespaces again. Its filesystem is sealed in between (read-only
 mounts, its own /dev, no other job's folder: tools/worker/seal.py), in its own mount namespace; nothing changes the host's
 mount table or network. What contained a worker is what the parent itself sees in /proc (`observe`), never what the
@@ -44,6 +46,7 @@ NO_CAPS = "no_capabilities"
 READ_ONLY = "read_only_mounts"
 DEVICES = "devices_hidden"
 IPCNS = "ipc_namespace"
+NO_KEYRINGS = "no_keyrings"
 PRIVATE_JOBS = "private_jobs"
 SEAL_GUARDS = (READ_ONLY, DEVICES, PRIVATE_JOBS)
 UNCONTAINED = "uncontained"
@@ -134,7 +137,13 @@ def cold_refusals() -> dict[str, str]:
     }
 
 
-_GUARD_NAMES = {PIDNS: "pid", NETNS: "network", NO_CAPS: "capabilities", IPCNS: "ipc"}
+_GUARD_NAMES = {
+    PIDNS: "pid",
+    NETNS: "network",
+    NO_CAPS: "capabilities",
+    IPCNS: "ipc",
+    NO_KEYRINGS: "keyrings",
+}
 _SEAL_NAMES = {READ_ONLY: "mounts", DEVICES: "devices", PRIVATE_JOBS: "jobs"}
 
 
@@ -169,6 +178,8 @@ def _guards_seen(pid: int) -> set[str]:
     if int(status.get("CapEff", "1"), 16) == int(status.get("CapPrm", "1"), 16) == 0:
         if status.get("NoNewPrivs", "0").strip() == "1":
             seen.add(NO_CAPS)
+    if status.get("Seccomp", "0").strip() == "2":  # the worker's own filter (contain.block_keyrings), set
+        seen.add(NO_KEYRINGS)  # before it reports ready; a filter cannot be removed, only added to
     return seen
 
 

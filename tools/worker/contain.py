@@ -60,6 +60,54 @@ def enter_ipc_namespace() -> None:
     check(libc().unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
 
 
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+_X32 = 0x40000000  # x86_64's x32 calls carry this bit in their number: refused like the keyring calls
+# add_key, request_key, keyctl by the audit arch this interpreter runs as
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+
+
+def block_keyrings() -> None:
+    """No kernel keyring calls from now on, in this process and all it starts (a seccomp filter: EPERM).
+    The user keyring of a uid is shared across PID, network, IPC and mount namespaces: two candidates of one
+    user could pass data there (`add_key` in one, `request_key` and `keyctl read` in the other). Calls of
+    another ABI than this one's (i386's `int 0x80`) are refused too, so none goes round the filter."""
+    if os.uname().machine not in _KEYRING_CALLS:
+        raise OSError(0, f"no keyring filter for {os.uname().machine}")
+    arch, (add_key, request_key, keyctl) = _KEYRING_CALLS[os.uname().machine]
+    program = [
+        (_LD, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, arch),
+        (_RET, 0, 0, _EPERM),
+        (_LD, 0, 0, 0),  # seccomp_data.nr
+        (_JGE, 4, 0, _X32),
+        (_JEQ, 3, 0, add_key),
+        (_JEQ, 2, 0, request_key),
+        (_JEQ, 1, 0, keyctl),
+        (_RET, 0, 0, _ALLOW),
+        (_RET, 0, 0, _EPERM),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), filters)
+    c = libc()
+    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")  # what a filter needs
+    check(c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp(keyrings)")
+
+
 def _last_cap() -> int:
     try:
         with open(LAST_CAP_FILE) as fh:

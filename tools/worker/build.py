@@ -280,7 +280,7 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
     )
     start = time.perf_counter()
     if BUILDER is not None:  # a candidate's worker: the harness builds, this process only loads
-        return _load_or_ask(call, key, loading_root(cache_dir), start, BUILDER)
+        return _load_or_ask(call, key, cache_dir, start, BUILDER)
     final = cache_dir / f"{call['name']}-{key}"
     # Pinned for this process's life: eviction skips it. Pinned before the check, so it cannot go in between.
     if cache.pin(final, for_process=True) is not None and (final / DONE_MARKER).is_file():
@@ -288,10 +288,11 @@ def _load_inline(*args: Any, **kwargs: Any) -> Any:
     return _build_fresh(call, key, cache_dir, final, start)
 
 
-def load_cached(call: dict[str, Any], key: str, final: Path, start: float) -> Any:
-    """Import a published build; its record says it came from the cache."""
+def load_cached(call: dict[str, Any], key: str, final: Path, start: float, used: Path | None = None) -> Any:
+    """Import a published build; its record says it came from the cache. `used`: where its use is marked,
+    if not `final` (a sealed worker's overlay: the harness marks the real entry from its staging)."""
     module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
-    cache.touch(final)  # LRU order for eviction (a no-op where the cache is read-only)
+    cache.touch(used or final)  # LRU order for eviction
     meta = json.loads((final / DONE_MARKER).read_text())
     kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
     REGISTRY.builds.append(
@@ -307,10 +308,11 @@ def load_cached(call: dict[str, Any], key: str, final: Path, start: float) -> An
     return CountingModule(module) if call["is_python_module"] else module
 
 
-def _load_or_ask(call: dict[str, Any], key: str, root: Path, start: float, builder: Builder) -> Any:
+def _load_or_ask(call: dict[str, Any], key: str, cache_dir: Path, start: float, builder: Builder) -> Any:
     """A hit where the harness published it, else the harness's trusted builder builds it and says where."""
-    if (root / f"{call['name']}-{key}" / DONE_MARKER).is_file():
-        return load_cached(call, key, root / f"{call['name']}-{key}", start)
+    root, entry = loading_root(cache_dir), f"{call['name']}-{key}"
+    if (root / entry / DONE_MARKER).is_file():
+        return load_cached(call, key, root / entry, start, used=cache_dir / entry)
     answer = builder(wire.BuildCall.model_validate({k: call[k] for k in wire.BuildCall.model_fields}))
     seconds = time.perf_counter() - start
     if answer.status != "built":

@@ -19,6 +19,7 @@ be included or linked into a build whose key covers only the sources.
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from collections.abc import Sequence
@@ -57,6 +58,9 @@ class TrustedBuilder:
         self.hidden = [str(p) for p in hidden]
         self.settings = settings
         self._pins: list[int] = []
+        self._markers: list[str] = []  # each builder's: what is left of it is swept on `release`
+        self._lock = threading.Lock()
+        self._released = False
 
     def answer(self, call: wire.BuildCall, forward: MessageHandler) -> str:
         """Build `call` (or refuse it) and say how it went; `forward` hears the build's progress."""
@@ -86,8 +90,9 @@ class TrustedBuilder:
             return orders.BuildAnswer(
                 status="failed", build=failed, errors=[Diagnostic(message=why)], message=why
             )
-        if (fd := builds.pin(entry)) is not None:  # until the worker that loads it has exited
-            self._pins.append(fd)
+        with self._lock:  # pinned until the worker that loads it has exited
+            if not self._released and (fd := builds.pin(entry)) is not None:
+                self._pins.append(fd)
         return orders.BuildAnswer(status="built", entry=built.entry, build=built.build)
 
     def _run(self, call: wire.BuildCall, forward: MessageHandler) -> ChildOutcome:
@@ -97,6 +102,8 @@ class TrustedBuilder:
         work.mkdir(parents=True)
         request = work / "call.json"
         request.write_text(call.model_dump_json())
+        with self._lock:
+            self._markers.append(work.name)
         extra = {**self.settings, "KERNEL_AGENT_BUILD_CACHE": str(cache), isolation.MARKER_ENV: work.name}
         env = child_env(work, extra, harness=self.harness)
         seal = SealSpec(
@@ -123,10 +130,15 @@ class TrustedBuilder:
         )
 
     def release(self) -> None:
-        """The worker has exited: its builds may be evicted again."""
-        for fd in self._pins:
-            os.close(fd)
-        self._pins.clear()
+        """The worker has exited (or was killed mid-build): a build still running goes with it (its compilers
+        too), and its builds may be evicted again."""
+        with self._lock:
+            self._released = True
+            for marker in self._markers:
+                isolation.sweep(marker)
+            for fd in self._pins:
+                os.close(fd)
+            self._pins.clear()
 
 
 def _why_no_report(outcome: ChildOutcome) -> str:

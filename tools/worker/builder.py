@@ -46,7 +46,8 @@ def build_one(call: wire.BuildCall, cache_dir: Path, channel: Channel) -> wire.B
     except RuntimeError as exc:
         failed = build.REGISTRY.builds[-1] if build.REGISTRY.builds else None
         info = failed or BuildInfo(name=call.name, key=key, cached=False, seconds=0.0, ok=False)
-        return wire.Built(ok=False, build=info, errors=build.REGISTRY.errors, message=str(exc))
+        summary = "; ".join(d.message for d in build.REGISTRY.errors[:3]) or str(exc)
+        return wire.Built(ok=False, build=info, errors=build.REGISTRY.errors, message=summary)
     return wire.Built(ok=True, entry=entry, build=build.REGISTRY.builds[-1])
 
 

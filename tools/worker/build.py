@@ -241,7 +241,10 @@ BUILDER: Builder | None = None
 
 
 def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
-    """The candidate's load_inline: the only place its process may spawn compilers or write the cache."""
+    """The candidate's load_inline. In a candidate's worker it spawns and writes nothing (the harness builds),
+    so the guard grants it nothing; built here (no `BUILDER`), it may spawn compilers and write the cache."""
+    if BUILDER is not None:
+        return _load_inline(*args, **kwargs)
     with guard.building():
         return _load_inline(*args, **kwargs)
 
@@ -292,7 +295,8 @@ def load_cached(call: dict[str, Any], key: str, final: Path, start: float, used:
     """Import a published build; its record says it came from the cache. `used`: where its use is marked,
     if not `final` (a sealed worker's overlay: the harness marks the real entry from its staging)."""
     module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
-    cache.touch(used or final)  # LRU order for eviction
+    with guard.building():  # a use, for the cache's LRU order (a worker's: copied up, marked by the harness)
+        cache.touch(used or final)
     meta = json.loads((final / DONE_MARKER).read_text())
     kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
     REGISTRY.builds.append(

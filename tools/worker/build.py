@@ -2,12 +2,14 @@
 
 Installed in the candidate's process before its module is imported. The build directory is keyed on
 load_inline's real arguments (sources, flags, includes) plus torch/CUDA/Python versions and the target
-arch, so a Python-only edit of a candidate is a cache hit. A build happens in a private temporary folder
-that is renamed into the cache only on success: a killed build never leaves a lock in the cache.
-torch's ninja still runs the build, through the harness's compiler shim (tools/worker/ccshim.py: reused
-objects, a precompiled torch/extension.h); afterwards the cache is trimmed to its cap
-(tools/cache/builds.py). What the build's log says (errors, ptxas resources) is read by
-tools/worker/buildlog.py.
+arch, so a Python-only edit of a candidate is a cache hit. In a candidate's worker a miss is built by the
+harness's trusted builder (tools/worker/build_client.py asks; tools/supervise/builder.py, which runs
+`_build_fresh` below in a contained process of its own), and the worker loads what it published; elsewhere
+(benches, in-process tests) it is built here. A build happens in a private temporary folder that is renamed
+into the cache only on success: a killed build never leaves a lock in the cache. torch's ninja runs the
+build, through the harness's compiler shim (tools/worker/ccshim.py: reused objects, a precompiled
+torch/extension.h); afterwards the cache is trimmed to its cap (tools/cache/builds.py). What the build's
+log says (errors, ptxas resources) is read by tools/worker/buildlog.py.
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class TrustedBuilder:
         self._markers: list[str] = []  # each builder's: what is left of it is swept on `release`
         self._lock = threading.Lock()
         self._released = False
+        self.notices: list[str] = []  # a guard the machine refused the builder, said once
 
     def answer(self, call: wire.BuildCall, forward: MessageHandler) -> str:
         """Build `call` (or refuse it) and say how it went; `forward` hears the build's progress."""
@@ -73,6 +74,8 @@ class TrustedBuilder:
             return orders.BuildAnswer(status="refused", build=failed, message=message)
         start = time.monotonic()
         outcome = self._run(call, forward)
+        if (missing := isolation.uncontained(outcome.containment)) and not self.notices:
+            self.notices.append(f"the harness's builder ran with {'; '.join(missing)}")
         built = outcome.first(wire.Built)
         if built is None:
             failed.seconds = time.monotonic() - start

@@ -226,8 +226,7 @@ def run_candidate(
         trusted.release()
         sweep_build_tmp(job)
         notes, tampered = review_staging(job)
-    if notes:
-        outcome.notices.append(notes)
+    outcome.notices += [n for n in [notes, *trusted.notices] if n]
     outcome.cache_tampering = tampered
     if outcome.timed_out:
         outcome.timeout_reason = watchdog.explain()

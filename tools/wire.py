@@ -92,6 +92,7 @@ class BuildWanted(_Message):
 
     event: Literal["build_wanted"] = "build_wanted"
     call: BuildCall
+    kernel_source: str = ""  # the candidate's file as text: compiler errors are placed at its lines
 
 
 class Built(_Message):

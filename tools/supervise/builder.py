@@ -63,17 +63,18 @@ class TrustedBuilder:
         self._released = False
         self.notices: list[str] = []  # a guard the machine refused the builder, said once
 
-    def answer(self, call: wire.BuildCall, forward: MessageHandler) -> str:
-        """Build `call` (or refuse it) and say how it went; `forward` hears the build's progress."""
-        return self._answer(call, forward).model_dump_json()
+    def answer(self, wanted: wire.BuildWanted, forward: MessageHandler) -> str:
+        """Build what the worker asked for (or refuse it) and say how it went; `forward` hears the build's
+        progress."""
+        return self._answer(wanted.call, wanted.kernel_source, forward).model_dump_json()
 
-    def _answer(self, call: wire.BuildCall, forward: MessageHandler) -> orders.BuildAnswer:
+    def _answer(self, call: wire.BuildCall, kernel: str, forward: MessageHandler) -> orders.BuildAnswer:
         failed = BuildInfo(name=call.name, key="", cached=False, seconds=0.0, ok=False)
         if why := refusal(call):
             message = f"the harness's builder refused load_inline({call.name!r}): {why}"
             return orders.BuildAnswer(status="refused", build=failed, message=message)
         start = time.monotonic()
-        outcome = self._run(call, forward)
+        outcome = self._run(call, kernel, forward)
         if (missing := isolation.uncontained(outcome.containment)) and not self.notices:
             self.notices.append(f"the harness's builder ran with {'; '.join(missing)}")
         built = outcome.first(wire.Built)
@@ -98,13 +99,14 @@ class TrustedBuilder:
                 self._pins.append(fd)
         return orders.BuildAnswer(status="built", entry=built.entry, build=built.build)
 
-    def _run(self, call: wire.BuildCall, forward: MessageHandler) -> ChildOutcome:
+    def _run(self, call: wire.BuildCall, kernel: str, forward: MessageHandler) -> ChildOutcome:
         cache = build_cache_dir()
         # Named after the job: jobs.sweep_build_tmp removes it with the job's other private build folders.
         work = cache / ".tmp" / f"builder-{self.token}-{uuid.uuid4().hex[:8]}"
         work.mkdir(parents=True)
         request = work / "call.json"
         request.write_text(call.model_dump_json())
+        (work / "kernel.py").write_text(kernel)  # as text only: where its errors stand (buildlog.py)
         with self._lock:
             self._markers.append(work.name)
         extra = {**self.settings, "KERNEL_AGENT_BUILD_CACHE": str(cache), isolation.MARKER_ENV: work.name}

@@ -197,7 +197,7 @@ def run_candidate(
 
     def handle(msg: wire.WorkerMessage) -> str | None:
         if isinstance(msg, wire.BuildWanted):  # on the worker's clock: a build is part of its import
-            return trusted.answer(msg.call, forward=handle)
+            return trusted.answer(msg, forward=handle)
         watchdog.on_message(msg)
         if on_message is None:
             return None

@@ -21,6 +21,7 @@ from typing import IO
 from pydantic import ValidationError
 
 from tools import orders, wire
+from tools.worker.buildlog import CANDIDATE_FILE
 from tools.worker.seal import PUBLISHED_ENV, read_mounts
 
 
@@ -45,8 +46,12 @@ def asker(
     lock = threading.Lock()
 
     def ask(call: wire.BuildCall) -> orders.BuildAnswer:
+        try:
+            kernel = CANDIDATE_FILE.read_text()
+        except (OSError, UnicodeDecodeError):
+            kernel = ""
         with lock:
-            channel.send(wire.BuildWanted(call=call))
+            channel.send(wire.BuildWanted(call=call, kernel_source=kernel))
             line = (stdin or sys.stdin).readline()
         try:
             return orders.BuildAnswer.model_validate_json(line)

@@ -48,6 +48,7 @@ DEV_LINKS = {
 # but the host-wide knobs under it are read-only (as container runtimes do).
 KEEP = ("/proc",)
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
+PUBLISHED_ENV = "KERNEL_AGENT_PUBLISHED_CACHE"  # a candidate worker's view of the real cache (`published`)
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,8 @@ class SealSpec:
     upper: str = ""
     overlay_work: str = ""  # overlayfs's own scratch folder, beside `upper` on the same filesystem
     hide_devices: bool = True
+    published: str = ""  # where the real cache is shown too, read-only (what the trusted builder publishes)
+    hidden: list[str] = field(default_factory=list)  # folders covered by an empty read-only mount
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -183,6 +186,8 @@ def _check_private() -> None:
 
 
 def _overlay_cache(spec: SealSpec) -> None:
+    if spec.published:  # first, while the path still leads to the real cache; read-only below
+        _mount(spec.cache, spec.published, None, MS_BIND)
     opts = f"lowerdir={spec.cache},upperdir={spec.upper},workdir={spec.overlay_work}"
     _mount("overlay", spec.cache, "overlay", 0, opts)
 
@@ -221,6 +226,19 @@ def _hide_devices(scratch: Path) -> None:
     except OSError:
         _umount(str(scratch))  # the machine's /dev stays rather than a /dev without null
         raise
+
+
+def _hide(spec: SealSpec) -> list[str]:
+    """An empty read-only tmpfs over each hidden folder; returns the ones that refused (and why)."""
+    refused = []
+    for path in spec.hidden:
+        if not Path(path).is_dir():
+            continue
+        try:
+            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=4k")
+        except OSError as exc:
+            refused.append(f"hiding {path}: {exc.strerror}")
+    return refused
 
 
 def _bind_writable(spec: SealSpec) -> None:
@@ -266,7 +284,7 @@ def seal(spec: SealSpec) -> dict[str, str]:
             _overlay_cache(spec)
         except OSError as exc:  # the cache stays writable, and the result says so
             why["cache"] = f"overlay refused: {exc.strerror}"
-            spec = SealSpec([*spec.writable, spec.cache], hide_devices=spec.hide_devices)
+            spec = SealSpec([*spec.writable, spec.cache], hide_devices=spec.hide_devices, hidden=spec.hidden)
     if spec.hide_devices and spec.overlay_work:
         try:
             _hide_devices(Path(spec.overlay_work).parent / "dev")
@@ -275,8 +293,9 @@ def seal(spec: SealSpec) -> dict[str, str]:
     elif spec.hide_devices:
         why["devices"] = "no staging folder to build /dev in"
     try:
+        refused = _hide(spec)
         _bind_writable(spec)
-        refused = _remount_read_only(spec)
+        refused += _remount_read_only(spec)
         why["mounts"] = "; ".join(refused[:3]) + (f" (+{len(refused) - 3})" if len(refused) > 3 else "")
     except OSError as exc:
         why["mounts"] = exc.strerror or str(exc)

@@ -147,6 +147,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # the SDK's four retries back off: 17-25 s
 def test_a_run_that_failed_on_the_api_is_listed_as_failed(tmp_path: Path) -> None:
     api = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{closed_port()}"}
     done = agent("run", TINY, "--runs-dir", tmp_path, **api)

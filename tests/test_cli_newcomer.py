@@ -98,6 +98,7 @@ def spec_without_tolerance(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # three child `agent check` runs: 14-28 s
 def test_check_says_when_the_tolerance_is_the_default(tmp_path: Path) -> None:
     path = spec_without_tolerance(tmp_path)
     done = agent("check", path)

@@ -122,6 +122,7 @@ def test_native_writes_reach_only_the_job_and_the_staged_cache(
     assert not {"vda", "sda", "kmsg", "mem", "port", "tty"} & set(dev)
 
 
+@pytest.mark.slow  # a fresh build of its own: 16-63 s
 @namespaces
 def test_a_build_in_a_sealed_worker_is_published_and_then_hit(
     tiny: Problem, warm: WarmPool, tmp_path: Path

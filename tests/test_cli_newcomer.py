@@ -98,6 +98,7 @@ def spec_without_tolerance(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # three child `agent check` runs: 14-28 s
 def test_check_says_when_the_tolerance_is_the_default(tmp_path: Path) -> None:
     path = spec_without_tolerance(tmp_path)
     done = agent("check", path)
@@ -147,6 +148,7 @@ def closed_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # the SDK's four retries back off: 17-25 s
 def test_a_run_that_failed_on_the_api_is_listed_as_failed(tmp_path: Path) -> None:
     api = {"ANTHROPIC_API_KEY": "sk-test", "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{closed_port()}"}
     done = agent("run", TINY, "--runs-dir", tmp_path, **api)

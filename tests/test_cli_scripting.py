@@ -222,6 +222,7 @@ def test_a_bad_problem_exits_2(tmp_path: Path) -> None:
 # --- agent check ------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # `agent check` of the real problem's reference: 9-15 s
 def test_check_of_the_gpu_problem_succeeds_here_and_says_what_it_could_not_check(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -207,6 +207,7 @@ def _agent(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # three child `agent bench` runs: 13-26 s
 def test_cli_bench_json_and_exit_codes(tmp_path: Path) -> None:
     kernel = tmp_path / "k.py"
     kernel.write_text(v.baseline())

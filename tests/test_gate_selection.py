@@ -45,6 +45,7 @@ def gpu_tests() -> set[str]:
     return collected("-m", "gpu", "tests")
 
 
+@pytest.mark.slow  # collects the whole suite in a child pytest, 7-20 s a collection
 def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
     assert collected("-m", "gpu and gate", "tests") == set(GATE.values())
     # The gate collects only this folder (bench/h200_gate.sh): a gate test elsewhere would be left out.
@@ -52,6 +53,7 @@ def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
     assert "tests/adversarial/gpu > " in (REPO / "bench" / "h200_gate.sh").read_text()
 
 
+@pytest.mark.slow  # collects the whole suite in a child pytest, 7-20 s a collection
 def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(gpu_tests: set[str]) -> None:
     """bench/h200_tier.sh: PART=1 is tests/adversarial/gpu, PART=2 every other gpu-marked test."""
     part1 = collected("-m", "gpu", "tests/adversarial/gpu")

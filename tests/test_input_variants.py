@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.candidates.elementwise import candidate
 from tools import benchmark
 from tools.problem import load_problem
@@ -14,6 +16,7 @@ from tools.supervise import WarmPool
 PROBLEMS = Path(__file__).resolve().parent / "problems"
 
 
+@pytest.mark.slow  # the elementwise extension's build: the fast tier builds the scan baseline only
 def test_a_kernel_fitted_to_never_negative_inputs_fails_the_negated_case(warm: WarmPool) -> None:
     """ReLU of torch.rand inputs: `return x` passes every case as drawn (KernelBench's level 1 ReLU)."""
     relu = load_problem(PROBLEMS / "elementwise_relu.yaml")
@@ -26,6 +29,7 @@ def test_a_kernel_fitted_to_never_negative_inputs_fails_the_negated_case(warm: W
     assert [c.status for c in honest.cases] == ["passed"] * 3
 
 
+@pytest.mark.slow  # the elementwise extension's build: the fast tier builds the scan baseline only
 def test_a_variant_the_reference_is_not_finite_on_is_not_judged(warm: WarmPool) -> None:
     log = load_problem(PROBLEMS / "elementwise_log.yaml")
     result = benchmark(log, candidate("log"), pool=warm)

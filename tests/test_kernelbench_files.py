@@ -135,6 +135,7 @@ def small_relu() -> object:
     return load_problem(KB / "relu.py", device="cpu", sizes=SMALL_RELU)
 
 
+@pytest.mark.slow  # the elementwise extension's build: the fast tier builds the scan baseline only
 def test_relu_as_it_ships_honest_fitted_and_wrapped(warm: WarmPool, small_relu: object) -> None:
     honest = benchmark(small_relu, relu("honest"), pool=warm)
     assert honest.status == "ok", honest.message
@@ -161,6 +162,7 @@ def test_a_derived_shape_is_benchmarked_not_a_harness_error(warm: WarmPool) -> N
     assert result.cases[0].sizes["bias_shape"] == (8, 1, 1)
 
 
+@pytest.mark.slow  # the elementwise extension's build: the fast tier builds the scan baseline only
 def test_state_that_is_not_a_parameter_is_carried_or_named(warm: WarmPool) -> None:
     problem = load_problem(KB / "rnn_hidden.py", device="cpu")
     carried = benchmark(problem, rnn("h0"), pool=warm)

@@ -110,7 +110,10 @@ def test_work_left_to_a_thread_right_after_each_timed_call_gets_no_speedup(tiny:
     assert result.status in ("suspect", "incorrect"), result.message
     assert result.speedup is None
     assert set(result.flags) & {"timing_mismatch", "timed_output_mismatch"}, result.message
-    assert set(result.flags) <= {"timing_mismatch", "timed_output_mismatch", "spawns_workers"}, result.message
+    # On a loaded host the profiled call may also end before the thread's work: no own kernel ran in forward,
+    # another true catch of the same cheat (failed only so in the fast tier at load 3, 2026-12-06).
+    caught = {"timing_mismatch", "timed_output_mismatch", "spawns_workers", "no_custom_kernel"}
+    assert set(result.flags) <= caught, result.message
 
 
 def test_the_snapshot_and_its_check_are_checked_for_tampering(monkeypatch: pytest.MonkeyPatch) -> None:

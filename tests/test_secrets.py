@@ -189,6 +189,7 @@ def test_agent_redteam_leaks_no_secret(tmp_path: Path) -> None:
     assert_no_canary(done, tmp_path)
 
 
+@pytest.mark.slow  # starts Ray: 18-24 s
 def test_agent_run_on_ray_leaks_no_secret(tmp_path: Path) -> None:
     pytest.importorskip("ray")
     problem = playback_problem(tmp_path)

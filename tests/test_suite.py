@@ -261,6 +261,7 @@ def test_kernels_are_judged_with_no_model_and_a_suite_resumes_what_did_not_end(t
     assert suite_json(again)["summary"]["correct"] == 2
 
 
+@pytest.mark.slow  # a child `agent suite` per refusal: 10-16 s
 def test_a_suite_refuses_bad_arguments_before_it_makes_a_folder(tmp_path: Path) -> None:
     for args in (
         ["suite", "--runs-dir", str(tmp_path)],

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from tools.kbfile import SizeValue
 from tools.problem import Case, Tolerance
+from tools.results import BuildInfo, Diagnostic
 from tools.wire import ReferenceError_
 
 Device = Literal["cuda", "cpu"]
@@ -156,6 +157,18 @@ class CandidateRequest(_Order):
 
 
 COMPILE = CandidateRequest(mode="compile")
+
+
+class BuildAnswer(_Order):
+    """The harness's answer to a `wire.BuildWanted`, one stdin line: `built` (load `entry` from the build
+    cache: only the trusted builder put it there), `refused` (a flag the builder does not run, `message`
+    says which) or `failed` (the compiler's `errors`, or why the builder stopped)."""
+
+    status: Literal["built", "refused", "failed"]
+    entry: str = ""
+    build: BuildInfo | None = None
+    errors: list[Diagnostic] = Field(default_factory=list)
+    message: str = ""
 
 
 # --- the candidate zygote ---------------------------------------------------------------------------------

@@ -68,6 +68,45 @@ BuildProgress = Callable[[Building], None]
 """Hears what a fresh build is compiling while it runs (the worker's channel; a live display)."""
 
 
+class BuildCall(_Message):
+    """One `load_inline` as the candidate called it (normalised by tools/worker/build.py): what the trusted
+    builder compiles, and all that its cache key covers besides the toolchain's versions."""
+
+    name: str
+    cpp_sources: list[str]
+    cuda_sources: list[str] | None = None
+    functions: list[str] | dict[str, str] | str | None = None
+    extra_cflags: list[str] | None = None
+    extra_cuda_cflags: list[str] | None = None
+    extra_ldflags: list[str] | None = None
+    extra_include_paths: list[str] | None = None
+    with_cuda: bool | None = None
+    is_python_module: bool = True
+    with_pytorch_error_handling: bool = True
+    no_implicit_headers: bool = False
+
+
+class BuildWanted(_Message):
+    """The candidate's `load_inline` missed the cache: it asks the harness to build `call` (its trusted
+    builder, tools/supervise/builder.py) and waits for the answer on stdin (`orders.BuildAnswer`)."""
+
+    event: Literal["build_wanted"] = "build_wanted"
+    call: BuildCall
+    kernel_source: str = ""  # the candidate's file as text: compiler errors are placed at its lines
+
+
+class Built(_Message):
+    """The trusted builder's report (tools/worker/builder.py): the entry it published (`<name>-<key>`), or
+    why it could not build (`errors` located in the candidate's lines)."""
+
+    event: Literal["built"] = "built"
+    ok: bool
+    entry: str = ""
+    build: BuildInfo
+    errors: list[Diagnostic] = Field(default_factory=list)
+    message: str = ""
+
+
 class Imported(_Message):
     """The candidate imported (its load_inline builds ran or came from the cache)."""
 
@@ -265,6 +304,8 @@ WorkerMessage = Annotated[
     | Done
     | CudaReady
     | Building
+    | BuildWanted
+    | Built
     | Imported
     | ImportFailed
     | Violation

@@ -53,8 +53,11 @@ def test_honest_candidates_come_out_clean(tiny: Problem, make) -> None:
     assert result.status == "ok", result.message
     assert result.correct
     assert result.flags == []
-    # A paired check on this busy machine may find the cached reference moved: that is said, not a flaw.
-    assert [n for n in result.notices if "reference's cached median" not in n] == []
+    # A paired check on this busy machine may find the cached reference moved, and a loop timed while other
+    # processes kept the host busy says so (_verdicts.busy_note; both failed here at load 3-4, 2026-12-06):
+    # notes on the host, not on the candidate.
+    host = ("reference's cached median", "may not be what a quiet machine gives")
+    assert [n for n in result.notices if not any(h in n for h in host)] == []
     assert result.usage is not None
     assert result.usage.own_calls_per_forward == 1
 

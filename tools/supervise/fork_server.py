@@ -68,6 +68,9 @@ class Zygote:
             set()
         )  # those made or being made, spared by sweeps after other candidates
         self._ready: set[int] = set()  # of those, the ones that said they are ready
+        # Reports that settle an order for a worker made ahead: one ready or failed, or taken by a candidate
+        # before it was ready (then no "prepared" ever comes for it). A prefetch waits for one (`settled`).
+        self.settles = 0
         self.spawned: queue.Queue[int] = queue.Queue()
         self.exits: dict[int, int] = {}
         self.changed = threading.Condition()
@@ -110,6 +113,7 @@ class Zygote:
             case wire.Spawned():
                 self.spawned.put(msg.pid)
                 if msg.prepared:
+                    self.settles += 1
                     self.prepared_pids.discard(msg.pid)
                     self._ready.discard(msg.pid)
                     if not self._ready:
@@ -118,9 +122,11 @@ class Zygote:
                 self.prepared_pids.add(msg.pid)
             case wire.WorkerPrepared():
                 self._ready.add(msg.pid)
+                self.settles += 1
                 self.prepared.set()
             case wire.PrepareFailed():
                 self.prepared_pids.discard(msg.pid)
+                self.settles += 1
                 self.prepared.set()
             case wire.Exited():
                 self.exits[msg.pid] = msg.returncode
@@ -165,6 +171,14 @@ class Zygote:
 
     def wait_prepared(self, timeout: float = START_TIMEOUT_S) -> bool:
         return self.prepared.wait(timeout)
+
+    def settled(self, since: int, timeout: float = START_TIMEOUT_S) -> bool:
+        """Wait until a worker made ahead is settled after `since` (`settles` read before the order): ready,
+        failed, or taken by a candidate; or this zygote is gone. `wait_prepared` alone missed the taking: an
+        order that found a worker still being made made none, a candidate then took that one, and the
+        prefetch waited START_TIMEOUT_S holding the device shared (each CI run lost ~180 s to it 3-4 times)."""
+        with self.changed:
+            return self.changed.wait_for(lambda: self.settles > since or self.dead, timeout)
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):

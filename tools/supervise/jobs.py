@@ -21,15 +21,20 @@ from pathlib import Path
 from typing import Protocol
 
 from tools import orders, wire
-from tools.cache import build_cache_dir, builds, cache_root, staged
+from tools.cache import build_cache_dir, staged
 from tools.host import timing_threads
 from tools.problem import Problem
 from tools.supervise import isolation
 from tools.supervise._spawn import ChildOutcome, Deadline, MessageHandler, child_env, run_child
+from tools.supervise.builder import (
+    BUILD_SETTINGS as BUILD_SETTINGS,  # the user's, for the build (docs/builds.md)
+)
+from tools.supervise.builder import TrustedBuilder, staging_root
+from tools.supervise.builder import settings_from_environment as settings
 from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.integrity import HARNESS
 from tools.supervise.watchdog import Watchdog
-from tools.worker.seal import SealSpec
+from tools.worker.seal import PUBLISHED_ENV, SealSpec
 
 
 class WarmUnavailable(RuntimeError):
@@ -122,23 +127,21 @@ def private_folders(job: Job, secret_dirs: Iterable[Path] = ()) -> list[str]:
     return list(dict.fromkeys(str(f) for f in folders if f.is_dir() and f not in never))
 
 
-# The user's build-cache settings the worker needs (see docs/builds.md).
-BUILD_SETTINGS = ("KERNEL_AGENT_CACHE_MAX_MB", "KERNEL_AGENT_COMPILER_SHIM", "KERNEL_AGENT_PCH")
-
-
 def staging_dir(job: Job) -> Path:
-    """Where a sealed worker's builds land (on the build cache's filesystem: publishing is a rename)."""
-    return cache_root() / "staging" / job.token
+    """Where a sealed worker's writes to the build cache land (reviewed, never published: `review_staging`)."""
+    return staging_root() / job.token
 
 
 def seal_for(job: Job, writable: Sequence[Path] = (), secret_dirs: Iterable[Path] = ()) -> SealSpec:
     """The filesystem a candidate worker of `job` may write: its working dir, and the build cache through an
-    overlay onto the job's staging folder (tools/worker/seal.py); and what it may see of the folders that
-    hold other jobs: its own job only (`private_folders`; a secret folder it may write, a wrapper's logs,
-    stays). Without a mount namespace of its own (the process-group fallback) nothing seals it, and the
+    overlay onto the job's staging folder (tools/worker/seal.py); the real cache, where the trusted builder
+    publishes while the worker runs, shown read-only at `published` (the overlay would keep a lookup that
+    missed); and what it may see of the folders that hold other jobs: its own job only (`private_folders`;
+    a secret folder it may write, a wrapper's logs, stays). Without a mount namespace of its own (the
+    process-group fallback) nothing seals it, and the
     result says so."""
     staging = staging_dir(job)
-    for sub in ("upper", "work"):
+    for sub in ("upper", "work", "published"):
         (staging / sub).mkdir(parents=True, exist_ok=True)
     written = [str(job.work), *map(str, writable)]
     cache = str(build_cache_dir())
@@ -147,20 +150,19 @@ def seal_for(job: Job, writable: Sequence[Path] = (), secret_dirs: Iterable[Path
         cache=cache,
         upper=str(staging / "upper"),
         overlay_work=str(staging / "work"),
+        published=str(staging / "published"),
         private=[f for f in private_folders(job, secret_dirs) if f not in written],
         keep=[str(job.root), str(staging), cache, *written],
     )
 
 
-def publish_builds(job: Job) -> tuple[str, list[str]]:
-    """After the worker: its staged builds into the cache (trusted code), the cache trimmed to its cap, the
-    staging folder gone. Returns a notice where something staged was not a well-formed entry, and what the
-    worker changed in the cache's existing entries and files (dropped: the cache never saw it)."""
-    cache = build_cache_dir()
-    done = staged.publish_staged(staging_dir(job) / "upper", cache)
+def review_staging(job: Job) -> tuple[str, list[str]]:
+    """After the worker: what it staged in the build cache reviewed (nothing of it is published: its builds
+    came from the trusted builder, tools/supervise/builder.py), the staging folder gone. Returns a notice
+    naming what it staged, and what it changed in the cache's existing entries and files (dropped: the cache
+    never saw it)."""
+    done = staged.review_staged(staging_dir(job) / "upper", build_cache_dir())
     staged.remove_staging(staging_dir(job))
-    if done.entries:
-        builds.evict(cache, keep=frozenset(done.entries))
     if not done.rejected:
         return "", done.tampered
     return f"staged in the build cache and not published: {'; '.join(done.rejected[:3])}", done.tampered
@@ -225,40 +227,43 @@ def run_candidate(
     deadline = Deadline(limits.compile_timeout_s)
     watchdog = Watchdog(deadline, limits, call_bounds or {}, budget_s=budget_s)
 
+    hidden = [str(job.private), *map(str, secret_dirs)]
+    trusted = TrustedBuilder(
+        job.harness, job.token, deadline, [job.work, *map(Path, hidden)], settings(limits.compile_memory_gb)
+    )
+
     def handle(msg: wire.WorkerMessage) -> str | None:
+        if isinstance(msg, wire.BuildWanted):  # on the worker's clock: a build is part of its import
+            return trusted.answer(msg, forward=handle)
         watchdog.on_message(msg)
         if on_message is None:
             return None
         with watchdog.answering():  # the parent's time to answer (the device busy, say) is not the worker's
             return on_message(msg)
 
-    hidden = [str(job.private), *map(str, secret_dirs)]
     threads = timing_threads(problem)
     update = {"device": problem.spec.device, "secret_dirs": hidden, "threads": threads}
     request = request.model_copy(update=update)
+    seal = seal_for(job, writable, map(Path, hidden))
     extra = {
         "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
-        "KERNEL_AGENT_COMPILE_MEMORY_GB": str(limits.compile_memory_gb),
+        PUBLISHED_ENV: seal.published,
         isolation.MARKER_ENV: job.token,
     }
-    for name in BUILD_SETTINGS:  # applied by the build, in the worker
-        if os.environ.get(name):
-            extra[name] = os.environ[name]
     extra.update(cpu_env(threads))  # a cold worker's torch, and the candidate's own OpenMP as it loads
     env = child_env(job.work, {**extra, **(extra_env or {})}, harness=job.harness)
     _check_no_secrets(env, request, secrets)
     request_path = job.work / "request.json"
     request_path.write_text(request.model_dump_json())
-    seal, notes = seal_for(job, writable, map(Path, hidden)), ""
     try:
         outcome = _launch(
             job, env, request_path, deadline, handle, None if wrapper else launcher, wrapper, seal
         )
     finally:
+        trusted.release()
         sweep_build_tmp(job)
-        notes, tampered = publish_builds(job)
-    if notes:
-        outcome.notices.append(notes)
+        notes, tampered = review_staging(job)
+    outcome.notices += [n for n in [notes, *trusted.notices] if n]
     outcome.cache_tampering = tampered
     if outcome.timed_out:
         outcome.timeout_reason = watchdog.explain()

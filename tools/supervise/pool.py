@@ -253,7 +253,8 @@ class WarmPool:
             if self.closed:
                 return
             cuda = worker == "cuda"  # its start runs beside the truth: it moves no device clock
-            asked = cuda and self.zygote().request_prepared("cuda", count, self._pinned("cuda"))
+            zygote, since = self._zygote_and_settles() if cuda else (None, 0)
+            asked = zygote is not None and zygote.request_prepared("cuda", count, self._pinned("cuda"))
             if prepare is not None:
                 with contextlib.suppress(Exception):  # a failed prefetch is just not there
                     pending.result.append(prepare())
@@ -261,12 +262,20 @@ class WarmPool:
                 return
             # A CPU worker's start runs on the device CPU loops are timed on: after the truth, held shared.
             with contextlib.nullcontext() if cuda else self.device.shared():
-                asked = asked or not cuda and self.zygote().request_prepared(worker, count)
-                if asked and self._zygote is not None:
-                    self._zygote.wait_prepared()
+                if not cuda:  # the zygote now: one replaced after a fault meanwhile was asked nothing
+                    zygote, since = self._zygote_and_settles()
+                    asked = zygote.request_prepared(worker, count)
+                if asked and zygote is not None:  # wait on the zygote asked, not on its replacement
+                    zygote.settled(since)
 
         pending.thread = threading.Thread(target=run, daemon=True, name=f"prefetch-{key[:8]}")
         pending.thread.start()
+
+    def _zygote_and_settles(self) -> tuple[Zygote, int]:
+        """The zygote, and its count of settled workers made ahead before an order is sent (`Zygote.settled`)."""
+        zygote = self.zygote()
+        with zygote.changed:
+            return zygote, zygote.settles
 
     @contextlib.contextmanager
     def evaluating(self) -> Iterator[None]:

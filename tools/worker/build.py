@@ -2,12 +2,14 @@
 
 Installed in the candidate's process before its module is imported. The build directory is keyed on
 load_inline's real arguments (sources, flags, includes) plus torch/CUDA/Python versions and the target
-arch, so a Python-only edit of a candidate is a cache hit. A build happens in a private temporary folder
-that is renamed into the cache only on success: a killed build never leaves a lock in the cache.
-torch's ninja still runs the build, through the harness's compiler shim (tools/worker/ccshim.py: reused
-objects, a precompiled torch/extension.h); afterwards the cache is trimmed to its cap
-(tools/cache/builds.py). What the build's log says (errors, ptxas resources) is read by
-tools/worker/buildlog.py.
+arch, so a Python-only edit of a candidate is a cache hit. In a candidate's worker a miss is built by the
+harness's trusted builder (tools/worker/build_client.py asks; tools/supervise/builder.py, which runs
+`_build_fresh` below in a contained process of its own), and the worker loads what it published; elsewhere
+(benches, in-process tests) it is built here. A build happens in a private temporary folder that is renamed
+into the cache only on success: a killed build never leaves a lock in the cache. torch's ninja runs the
+build, through the harness's compiler shim (tools/worker/ccshim.py: reused objects, a precompiled
+torch/extension.h); afterwards the cache is trimmed to its cap (tools/cache/builds.py). What the build's
+log says (errors, ptxas resources) is read by tools/worker/buildlog.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -30,13 +31,16 @@ from typing import Any
 
 import torch
 import torch.utils.cpp_extension as cpp_extension
+from pydantic import ValidationError
 
-from tools import wire
+from tools import orders, wire
 from tools.cache import builds as cache
 from tools.results import BuildInfo, CompileStep, Diagnostic, KernelResources
 from tools.worker import guard
+from tools.worker.build_client import loading_root
+from tools.worker.build_progress import watched
 from tools.worker.buildlog import as_list, parse_errors, parse_ptxas
-from tools.worker.ccshim import RECORDS, STARTED
+from tools.worker.ccshim import RECORDS
 from tools.worker.instrument import ASAN_CFLAGS, ASAN_LDFLAGS, SANITIZE_BUILD_ENV, kernel_names
 
 _ORIGINAL_LOAD_INLINE: Callable[..., Any] = cpp_extension.load_inline
@@ -233,113 +237,104 @@ def compile_steps(build_dir: Path) -> list[CompileStep]:
 
 # Where a fresh build's progress goes (the worker's channel), if anywhere: set by `install`.
 PROGRESS: wire.BuildProgress | None = None
-WATCH_S = 0.25
-
-
-def outputs_in(path: Path) -> list[str]:
-    """The `output` of each record of a shim's JSON-lines file (a torn last line is skipped)."""
-    names = []
-    with contextlib.suppress(OSError):
-        for line in path.read_text(errors="replace").splitlines():
-            with contextlib.suppress(ValueError, AttributeError, TypeError):
-                names.append(str(json.loads(line)["output"]))
-    return names
-
-
-def build_state(extension: str, build_dir: Path) -> wire.Building:
-    """What the build in `build_dir` is doing now, from the shim's records: started and not yet finished."""
-    finished = outputs_in(build_dir / RECORDS)
-    compiling = [name for name in dict.fromkeys(outputs_in(build_dir / STARTED)) if name not in finished]
-    return wire.Building(extension=extension, compiling=compiling[:64], finished=len(set(finished)))
-
-
-class BuildWatcher:
-    """Reports a fresh build's progress to `sink` while it runs: a thread reads the shim's records every
-    WATCH_S and sends what changed. The compiles run in ninja's processes; this is how the worker sees them."""
-
-    def __init__(self, extension: str, build_dir: Path, sink: wire.BuildProgress) -> None:
-        self.extension, self.build_dir, self.sink = extension, build_dir, sink
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="build-progress", daemon=True)
-
-    def _watch(self) -> None:
-        last: wire.Building | None = None
-        while True:
-            stopping = self._stop.is_set()  # one last look once the build has returned
-            now = build_state(self.extension, self.build_dir)
-            if now != last:
-                with contextlib.suppress(Exception):  # the display's loss, never the build's
-                    self.sink(now)
-                last = now
-            if stopping:
-                return
-            self._stop.wait(WATCH_S)
-
-    def __enter__(self) -> BuildWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-@contextlib.contextmanager
-def watched(extension: str, build_dir: Path) -> Iterator[None]:
-    if PROGRESS is None:
-        yield
-        return
-    with BuildWatcher(extension, build_dir, PROGRESS):
-        yield
+# Who builds what the cache lacks, where not this process: set by `install` (tools/worker/build_client.py).
+Builder = Callable[[wire.BuildCall], orders.BuildAnswer]
+BUILDER: Builder | None = None
 
 
 def harness_load_inline(*args: Any, **kwargs: Any) -> Any:
-    """The candidate's load_inline: the only place its process may spawn compilers or write the cache."""
+    """The candidate's load_inline. In a candidate's worker it spawns and writes nothing (the harness builds),
+    so the guard grants it nothing; built here (no `BUILDER`), it may spawn compilers and write the cache."""
+    if BUILDER is not None:
+        return _load_inline(*args, **kwargs)
     with guard.building():
         return _load_inline(*args, **kwargs)
 
 
-def _load_inline(*args: Any, **kwargs: Any) -> Any:
+def normalised_call(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """load_inline's arguments as the harness builds them: sources as lists, no torch PCH, ptxas reports on,
+    a sanitizer's flags appended; validated as a `wire.BuildCall` (what the key and the builder see)."""
     bound = _SIGNATURE.bind(*args, **kwargs)
     bound.apply_defaults()
     call = dict(bound.arguments)
     call["cpp_sources"] = as_list(call["cpp_sources"])
     call["cuda_sources"] = as_list(call.get("cuda_sources")) or None
-    call["use_pch"] = False  # torch's PCH lives in its install folder: shared and unsafe in parallel
     if call["cuda_sources"]:
         flags = list(call.get("extra_cuda_cflags") or [])
         if not any("ptxas" in f and "-v" in f for f in flags):
             flags.append("-Xptxas=-v")
         call["extra_cuda_cflags"] = flags
-    for src in call["cuda_sources"] or []:
-        REGISTRY.own_kernel_names.update(kernel_names(src))
     if os.environ.get(SANITIZE_BUILD_ENV) == "asan" and not call["cuda_sources"]:
         call["extra_cflags"] = [*as_list(call.get("extra_cflags")), *ASAN_CFLAGS]
         call["extra_ldflags"] = [*as_list(call.get("extra_ldflags")), *ASAN_LDFLAGS]
+    try:
+        wanted = wire.BuildCall.model_validate({k: call[k] for k in wire.BuildCall.model_fields})
+    except ValidationError as exc:
+        raise TypeError(f"load_inline: arguments the harness cannot build: {exc}") from None
+    # torch's PCH lives in its install folder: shared and unsafe in parallel (the shim has its own)
+    return {**call, **wanted.model_dump(), "use_pch": False}
+
+
+def _load_inline(*args: Any, **kwargs: Any) -> Any:
+    call = normalised_call(*args, **kwargs)
+    for src in call["cuda_sources"] or []:
+        REGISTRY.own_kernel_names.update(kernel_names(src))
     key = build_key(call)
     cache_dir = Path(
         os.environ.get("KERNEL_AGENT_BUILD_CACHE") or Path.home() / ".cache" / "kernel-agent" / "builds"
     )
-    final = cache_dir / f"{call['name']}-{key}"
     start = time.perf_counter()
+    if BUILDER is not None:  # a candidate's worker: the harness builds, this process only loads
+        return _load_or_ask(call, key, cache_dir, start, BUILDER)
+    final = cache_dir / f"{call['name']}-{key}"
     # Pinned for this process's life: eviction skips it. Pinned before the check, so it cannot go in between.
     if cache.pin(final, for_process=True) is not None and (final / DONE_MARKER).is_file():
-        module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
-        cache.touch(final)  # LRU order for eviction
-        meta = json.loads((final / DONE_MARKER).read_text())
-        kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
-        REGISTRY.builds.append(
-            BuildInfo(
-                name=call["name"],
-                key=key,
-                cached=True,
-                seconds=time.perf_counter() - start,
-                ok=True,
-                kernels=kernels,
-            )
-        )
-        return CountingModule(module) if call["is_python_module"] else module
+        return load_cached(call, key, final, start)
     return _build_fresh(call, key, cache_dir, final, start)
+
+
+def load_cached(call: dict[str, Any], key: str, final: Path, start: float, used: Path | None = None) -> Any:
+    """Import a published build; its record says it came from the cache. `used`: where its use is marked,
+    if not `final` (a sealed worker's overlay: the harness marks the real entry from its staging)."""
+    module = cpp_extension._import_module_from_library(call["name"], str(final), call["is_python_module"])
+    with guard.building():  # a use, for the cache's LRU order (a worker's: copied up, marked by the harness)
+        cache.touch(used or final)
+    meta = json.loads((final / DONE_MARKER).read_text())
+    kernels = [KernelResources.model_validate(k) for k in meta.get("kernels", [])]
+    REGISTRY.builds.append(
+        BuildInfo(
+            name=call["name"],
+            key=key,
+            cached=True,
+            seconds=time.perf_counter() - start,
+            ok=True,
+            kernels=kernels,
+        )
+    )
+    return CountingModule(module) if call["is_python_module"] else module
+
+
+def _load_or_ask(call: dict[str, Any], key: str, cache_dir: Path, start: float, builder: Builder) -> Any:
+    """A hit where the harness published it, else the harness's trusted builder builds it and says where."""
+    root, entry = loading_root(cache_dir), f"{call['name']}-{key}"
+    if (root / entry / DONE_MARKER).is_file():
+        return load_cached(call, key, root / entry, start, used=cache_dir / entry)
+    answer = builder(wire.BuildCall.model_validate({k: call[k] for k in wire.BuildCall.model_fields}))
+    seconds = time.perf_counter() - start
+    if answer.status != "built":
+        REGISTRY.failed = True
+        REGISTRY.errors.extend(answer.errors or [Diagnostic(message=answer.message)])
+        failed = BuildInfo(name=call["name"], key=key, cached=False, seconds=seconds, ok=False)
+        REGISTRY.builds.append(answer.build or failed)
+        summary = answer.message or "; ".join(d.message for d in answer.errors[:3]) or "see build log"
+        how = "was refused" if answer.status == "refused" else "failed to build"
+        raise RuntimeError(f"load_inline({call['name']!r}) {how}: {summary}")
+    module = cpp_extension._import_module_from_library(
+        call["name"], str(root / answer.entry), call["is_python_module"]
+    )
+    info = answer.build or BuildInfo(name=call["name"], key=key, cached=False, seconds=seconds, ok=True)
+    REGISTRY.builds.append(info.model_copy(update={"seconds": seconds}))
+    return CountingModule(module) if call["is_python_module"] else module
 
 
 def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, start: float) -> Any:
@@ -354,7 +349,7 @@ def _build_fresh(call: dict[str, Any], key: str, cache_dir: Path, final: Path, s
             uninstrumented_children(),
             compile_limits(),
             compiler_shims(cache_dir, bool(call["cuda_sources"])),
-            watched(call["name"], tmp),
+            watched(call["name"], tmp, PROGRESS),
         ):
             module = _ORIGINAL_LOAD_INLINE(**{**call, "build_directory": str(tmp), "verbose": True})
     except Exception as exc:
@@ -409,9 +404,10 @@ def _kept_for_symbols(tmp: Path) -> Path:
     return copy
 
 
-def install(progress: wire.BuildProgress | None = None) -> None:
-    """Route every load_inline of the candidate through the harness's cached builder; `progress` gets what
-    each fresh build is compiling as it changes."""
-    global PROGRESS
-    PROGRESS = progress
+def install(progress: wire.BuildProgress | None = None, builder: Builder | None = None) -> None:
+    """Route every load_inline of the candidate through the harness's build cache; `builder` (a candidate's
+    worker: tools/worker/build_client.py) builds what the cache lacks in the harness's trusted builder, else
+    this process builds it; `progress` gets what each fresh build here is compiling as it changes."""
+    global PROGRESS, BUILDER
+    PROGRESS, BUILDER = progress, builder
     cpp_extension.load_inline = harness_load_inline

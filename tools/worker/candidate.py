@@ -22,7 +22,7 @@ import torch
 from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
-from tools.worker import build, contain, fresh, guard, l2, smem, timing
+from tools.worker import build, build_client, contain, fresh, guard, l2, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.late import LateWrites
@@ -364,7 +364,7 @@ def main(request_path: str, fd: str) -> int:
         l2.record_default(timing._L2_LIMIT)  # before the candidate's import can set any aside
         channel.send(wire.CudaReady())
     reset_backend_flags()
-    build.install(progress=channel.send)
+    build.install(progress=channel.send, builder=build_client.asker(channel))  # builds: the harness's
     install_guard(req, channel)
     module = import_phase(channel)
     if module is None or req.mode == "compile":

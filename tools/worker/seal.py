@@ -50,6 +50,7 @@ DEV_LINKS = {
 # but the host-wide knobs under it are read-only (as container runtimes do).
 KEEP = ("/proc",)
 PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger")
+PUBLISHED_ENV = "KERNEL_AGENT_PUBLISHED_CACHE"  # a candidate worker's view of the real cache (`published`)
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class SealSpec:
     upper: str = ""
     overlay_work: str = ""  # overlayfs's own scratch folder, beside `upper` on the same filesystem
     hide_devices: bool = True
+    published: str = ""  # where the real cache is shown too, read-only (what the trusted builder publishes)
+    hidden: list[str] = field(default_factory=list)  # folders covered by an empty read-only mount
     # Folders that hold other jobs (the pool's jobs and prepared jobs, /dev/shm): each covered by an empty
     # read-only tmpfs into which only the `keep` paths under it are bound back (its own job, its harness).
     private: list[str] = field(default_factory=list)
@@ -236,6 +239,8 @@ def _check_private() -> None:
 
 
 def _overlay_cache(spec: SealSpec) -> None:
+    if spec.published:  # first, while the path still leads to the real cache; read-only below
+        _mount(spec.cache, spec.published, None, MS_BIND)
     opts = f"lowerdir={spec.cache},upperdir={spec.upper},workdir={spec.overlay_work}"
     _mount("overlay", spec.cache, "overlay", 0, opts)
 
@@ -313,6 +318,19 @@ def _cover(folder: str, keep: list[str]) -> None:
             os.close(fd)
 
 
+def _hide(spec: SealSpec) -> list[str]:
+    """An empty read-only tmpfs over each hidden folder; returns the ones that refused (and why)."""
+    refused = []
+    for path in spec.hidden:
+        if not Path(path).is_dir():
+            continue
+        try:
+            _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=4k")
+        except OSError as exc:
+            refused.append(f"hiding {path}: {exc.strerror}")
+    return refused
+
+
 def _bind_writable(spec: SealSpec) -> None:
     for path in spec.writable:
         _mount(path, path, None, MS_BIND | MS_REC)
@@ -360,6 +378,7 @@ def seal(spec: SealSpec) -> dict[str, str]:
             spec = SealSpec(
                 [*spec.writable, spec.cache],
                 hide_devices=spec.hide_devices,
+                hidden=spec.hidden,
                 private=spec.private,
                 keep=spec.keep,
             )
@@ -372,8 +391,9 @@ def seal(spec: SealSpec) -> dict[str, str]:
         why["devices"] = "no staging folder to build /dev in"
     why["jobs"] = "; ".join(_private_folders(spec))  # after /dev is made: /dev/shm is one of them
     try:
+        refused = _hide(spec)
         _bind_writable(spec)
-        refused = _remount_read_only(spec)
+        refused += _remount_read_only(spec)
         why["mounts"] = "; ".join(refused[:3]) + (f" (+{len(refused) - 3})" if len(refused) > 3 else "")
     except OSError as exc:
         why["mounts"] = exc.strerror or str(exc)

@@ -213,12 +213,23 @@ def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
 
 
 def visible(mounts: list[Mount]) -> list[Mount]:
-    """The mounts a path can reach: not covered by a mount stacked on the same place, nor under one that is."""
+    """The mounts a path can reach: not covered by a mount stacked on the same place, nor by one a sibling
+    mount made over a folder above it (a private folder's tmpfs over what was mounted inside that folder),
+    nor under one that is."""
     by_id = {m.id: m for m in mounts}
     covered = {m.parent for m in mounts if m.parent in by_id and by_id[m.parent].target == m.target}
+    siblings: dict[int, list[Mount]] = {}
+    for m in mounts:
+        siblings.setdefault(m.parent, []).append(m)
+    shadowed = {
+        m.id
+        for group in siblings.values()
+        for m in group
+        if any(d.target != m.target and under(m.target, [d.target]) for d in group)
+    }
 
     def reachable(m: Mount, depth: int = 0) -> bool:
-        if m.id in covered:
+        if m.id in covered or m.id in shadowed:
             return False
         up = by_id.get(m.parent)
         while up is not None and up.target == m.target and up.id != up.parent:  # stacked: what it sits on

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.adversarial.candidates import with_module_code
+from tests.candidates.scan_variants import baseline
 from tools import benchmark, compile_kernel
 from tools.judge import check_source
 from tools.problem import Problem
@@ -281,3 +282,18 @@ def test_the_harness_says_when_a_job_folder_is_not_private(tmp_path: Path) -> No
         for proc in (unsealed, sealed):
             proc.kill()
             proc.wait()
+
+
+def test_warm_a_build_includes_nothing_of_a_job_in_flight_beside_it(tiny: Problem, warm: WarmPool) -> None:
+    """The trusted builder runs no candidate code but compiles what a candidate names: its sources include
+    the holder's secret by its absolute path. The builder sees the folders that hold jobs as its candidate's
+    worker does (only the harness it runs from), so the include fails at once, before the torch headers."""
+    with Holder(lambda code: compile_kernel(tiny, code, pool=warm), warm.jobs_dir) as held:
+        secret = held.job / "work" / SECRET
+        code = baseline().replace('CPP_SOURCE = r"""\n', f'CPP_SOURCE = r"""\n#include "{secret}"\n', 1)
+        assert str(secret) in code, "baseline.py changed: update this test"
+        result = compile_kernel(tiny, code, pool=warm)
+        assert secret.exists()  # there all along, from the host's side
+        held.release()
+    assert result.status == "compile_error", result.message
+    assert f"{SECRET}: No such file" in result.message, result.message

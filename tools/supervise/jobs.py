@@ -229,7 +229,12 @@ def run_candidate(
 
     hidden = [str(job.private), *map(str, secret_dirs)]
     trusted = TrustedBuilder(
-        job.harness, job.token, deadline, [job.work, *map(Path, hidden)], settings(limits.compile_memory_gb)
+        job.harness,
+        job.token,
+        deadline,
+        [job.work, *map(Path, hidden)],
+        settings(limits.compile_memory_gb),
+        private_folders(job, map(Path, hidden)),
     )
 
     def handle(msg: wire.WorkerMessage) -> str | None:

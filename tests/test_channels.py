@@ -297,3 +297,27 @@ def test_warm_a_build_includes_nothing_of_a_job_in_flight_beside_it(tiny: Proble
         held.release()
     assert result.status == "compile_error", result.message
     assert f"{SECRET}: No such file" in result.message, result.message
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("made_ahead", [False, True])
+def test_gpu_a_cuda_worker_runs_with_every_channel_closed(made_ahead: bool) -> None:
+    """On the GPU: CUDA starts and the shipped baseline is timed in a worker with its own IPC namespace, an
+    empty /dev/shm, only its own job in view and the keyring filter; warm, fresh and made ahead."""
+    from tests.helpers import REPO
+    from tools.problem import load_problem
+    from tools.supervise.pool import pool_for
+
+    problem = load_problem(REPO / "tests" / "adversarial" / "gpu" / "scan_gpu_small.yaml")
+    code = (REPO / "problems" / "selective_scan" / "solutions" / "01_naive_fused.py").read_text()
+    result = benchmark(problem, code)
+    if made_ahead:
+        pool = pool_for(None)
+        assert pool is not None
+        pool.wait_prefetch(problem.data_hash)
+        result = benchmark(problem, code)
+    assert result.status == "ok", result.message
+    assert result.workers == "warm"
+    for guard in (isolation.IPCNS, isolation.NO_KEYRINGS, isolation.PRIVATE_JOBS):
+        assert guard in result.env.containment
+    assert isolation.uncontained(result.env.containment) == []

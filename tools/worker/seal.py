@@ -272,8 +272,8 @@ def _device_nodes() -> list[tuple[str, int, int]]:
 
 def _hide_devices(scratch: Path) -> None:
     """A /dev of its own: a tmpfs made on `scratch`, the kept nodes made again in it, the machine's /dev/shm
-    bound into it (the harness's warm jobs may live there; read-only below like every other mount), then
-    moved onto /dev."""
+    bound into it (the harness's warm jobs may live there: covered next as a private folder, but for its own
+    job), then moved onto /dev."""
     nodes = _device_nodes()
     scratch.mkdir(parents=True, exist_ok=True)
     _mount("tmpfs", str(scratch), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k")

@@ -138,8 +138,7 @@ def seal_for(job: Job, writable: Sequence[Path] = (), secret_dirs: Iterable[Path
     publishes while the worker runs, shown read-only at `published` (the overlay would keep a lookup that
     missed); and what it may see of the folders that hold other jobs: its own job only (`private_folders`;
     a secret folder it may write, a wrapper's logs, stays). Without a mount namespace of its own (the
-    process-group fallback) nothing seals it, and the
-    result says so."""
+    process-group fallback) nothing seals it, and the result says so."""
     staging = staging_dir(job)
     for sub in ("upper", "work", "published"):
         (staging / sub).mkdir(parents=True, exist_ok=True)

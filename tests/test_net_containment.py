@@ -31,7 +31,18 @@ from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation
 from tools.worker import contain
 
-FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS, isolation.READ_ONLY, isolation.DEVICES]
+FULL = [
+    isolation.PIDNS,
+    isolation.NETNS,
+    isolation.NO_CAPS,
+    isolation.IPCNS,
+    isolation.NO_KEYRINGS,
+    isolation.READ_ONLY,
+    isolation.DEVICES,
+    isolation.PRIVATE_JOBS,
+]
+# A process that is no candidate worker (a sleeper) sets no keyring filter of its own.
+BARE = [g if g != isolation.NO_KEYRINGS else "uncontained: keyrings (not seen on the worker)" for g in FULL]
 
 pytestmark = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -142,8 +153,11 @@ def test_with_containment_forced_off_the_result_says_uncontained(
         f"uncontained: pid {why}",
         f"uncontained: network {why}",
         f"uncontained: capabilities {why}",
+        f"uncontained: ipc {why}",
+        isolation.NO_KEYRINGS,  # the worker's own filter: no namespace needed
         f"uncontained: mounts {why}",
         f"uncontained: devices {why}",
+        f"uncontained: jobs {why}",
     ]
 
 
@@ -199,8 +213,10 @@ def test_observe_reads_the_guards_in_proc_not_the_workers_word() -> None:
             "uncontained: pid (not seen on the worker)",
             "uncontained: network (refused here)",
             "uncontained: capabilities (not seen on the worker)",
+            "uncontained: ipc (not seen on the worker)",
+            "uncontained: keyrings (not seen on the worker)",
         ]
-        assert isolation.observe(wrapped.pid, True, {}) == FULL[:3]  # no seal asked for: not checked
+        assert isolation.observe(wrapped.pid, True, {}) == BARE[:5]  # no seal asked for: not checked
         assert isolation.observe(plain.pid, True, {})[0].startswith("uncontained: unverified")  # no child
     finally:
         for proc in (plain, wrapped):

@@ -28,7 +28,18 @@ from tools.results import BenchResult
 from tools.supervise import WarmPool, isolation
 from tools.worker import seal
 
-FULL = [isolation.PIDNS, isolation.NETNS, isolation.NO_CAPS, isolation.READ_ONLY, isolation.DEVICES]
+FULL = [
+    isolation.PIDNS,
+    isolation.NETNS,
+    isolation.NO_CAPS,
+    isolation.IPCNS,
+    isolation.NO_KEYRINGS,
+    isolation.READ_ONLY,
+    isolation.DEVICES,
+    isolation.PRIVATE_JOBS,
+]
+# A process that is no candidate worker (a sleeper) sets no keyring filter of its own.
+BARE = [g if g != isolation.NO_KEYRINGS else "uncontained: keyrings (not seen on the worker)" for g in FULL]
 
 namespaces = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -237,7 +248,7 @@ def test_the_seal_refuses_a_mount_table_that_propagates(tmp_path: Path) -> None:
     )
     assert probe.returncode == 0, probe.stderr
     why = json.loads(probe.stdout.strip().splitlines()[-1])
-    assert set(why) == {"mounts", "cache", "devices"}
+    assert set(why) == {"mounts", "cache", "devices", "jobs"}
     assert all("propagate" in reason for reason in why.values()), why
 
 
@@ -252,11 +263,11 @@ def test_observe_reads_the_seal_in_proc(tmp_path: Path) -> None:
     unsealed = subprocess.Popen(isolation.wrap(sleeper), cwd=work)
     try:
         time.sleep(1.0)
-        assert isolation.observe(sealed.pid, True, {}, spec) == FULL
+        assert isolation.observe(sealed.pid, True, {}, spec) == BARE
         seen = isolation.observe(unsealed.pid, True, {}, spec)
-        assert seen[:3] == FULL[:3]
-        assert seen[3].startswith("uncontained: mounts (writable: /")
-        assert seen[4].startswith("uncontained: devices")
+        assert seen[:5] == BARE[:5]
+        assert seen[5].startswith("uncontained: mounts (writable: /")
+        assert seen[6].startswith("uncontained: devices")
     finally:
         for proc in (sealed, unsealed):
             proc.kill()

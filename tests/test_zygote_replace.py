@@ -33,7 +33,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Server, socket.soc
 
     monkeypatch.setattr(Server, "_make_prepared", fake_make)
     monkeypatch.setattr(Server, "_fork", no_fork)
-    yield Server(mine, pidns=False, support={"netns": "", "no_caps": ""}), harness
+    yield Server(mine, pidns=False, support={"netns": "", "no_caps": "", "ipcns": ""}), harness
     for end in [harness, mine, *workers]:
         end.close()
 

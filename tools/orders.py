@@ -183,11 +183,15 @@ class Containment(_Order):
     pidns: bool
     netns: bool
     no_caps: bool
+    ipcns: bool = False  # an IPC namespace of its own (System V IPC, POSIX message queues)
 
-    def within(self, pidns: bool, netns: bool, no_caps: bool) -> Containment:
+    def within(self, pidns: bool, netns: bool, no_caps: bool, ipcns: bool = False) -> Containment:
         """Only what is asked for and also possible."""
         return Containment(
-            pidns=self.pidns and pidns, netns=self.netns and netns, no_caps=self.no_caps and no_caps
+            pidns=self.pidns and pidns,
+            netns=self.netns and netns,
+            no_caps=self.no_caps and no_caps,
+            ipcns=self.ipcns and ipcns,
         )
 
 

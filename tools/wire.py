@@ -365,6 +365,7 @@ class ZygoteReady(_Message):
     # Only the reason a guard is missing: that a guard is in force the harness sees itself, in /proc.
     netns_refused: str = ""
     no_caps_refused: str = ""
+    ipcns_refused: str = ""
 
 
 class Spawned(_Message):

@@ -5,10 +5,9 @@ servers were ~97 % busy).
 Off unless `KERNEL_AGENT_SHARE_TRUTH=1`. Sharing is sound only where two candidates evaluated at once cannot
 talk: a candidate that learns which of its calls another candidate's judge checked, or their outputs, can be
 correct only while checked (docs/exploits.md rows 23, 24). The namespaces and the seal close the network,
-the process table and every write outside a candidate's own job folder, but not reads of other jobs'
-folders (one user; /dev/shm bound read-only), System V IPC (no IPC namespace) nor the build cache, whose
-entries a finished candidate staged are published while the other still runs (docs/evaluation.md "Shared
-truth"). The rules hold either way:
+the process table, every write outside a candidate's own job folder, other jobs' folders, System V IPC and
+the keyrings (tests/test_channels.py); covert channels (locks and inotify on shared read-only files, load)
+and the process-group fallback, where none of that holds, stay open (docs/evaluation.md "Shared truth"). The rules hold either way:
 
 * only evaluations that draw their own secret seed share (never one given `--seed`, never one that re-times
   the reference), and only of the same problem content (`Problem.content_hash`: the final re-check's doubled

@@ -12,8 +12,9 @@ the entry, and the worker loads it from the real cache, which its seal shows it 
 
 The child is contained as a candidate worker is (PID and network namespaces, no capabilities, every mount
 read-only but the cache and its own folder), with the candidate's working folder, the job's secrets and
-every job's staging folder hidden under empty read-only mounts: what the candidate wrote is not there to
-be included or linked into a build whose key covers only the sources.
+every job's staging folder hidden under empty read-only mounts, and the folders that hold other jobs covered
+but for the harness it runs from (`private`, as a candidate worker's are): what the candidate or another
+job in flight wrote is not there to be included or linked into a build whose key covers only the sources.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ class TrustedBuilder:
         deadline: Deadline,
         hidden: Sequence[Path],
         settings: dict[str, str],
+        private: Sequence[str] = (),
     ) -> None:
         self.harness, self.token, self.deadline = harness, token, deadline
         self.hidden = [str(p) for p in hidden]
+        self.private = list(private)  # the folders that hold other jobs: only its harness kept in view
         self.settings = settings
         self._pins: list[int] = []
         self._markers: list[str] = []  # each builder's: what is left of it is swept on `release`
@@ -115,6 +118,8 @@ class TrustedBuilder:
             writable=[str(cache), str(work)],
             overlay_work=str(work / "overlay"),  # the scratch its /dev is made in
             hidden=[*self.hidden, str(staging_root())],
+            private=self.private,
+            keep=[str(self.harness), str(cache), str(work)],
         )
 
         def on_message(msg: wire.WorkerMessage) -> str | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import queue
 import signal
@@ -42,6 +43,7 @@ class Zygote:
     def __init__(self, root: Path, extra_env: dict[str, str]) -> None:
         self.token = f"zygote-{uuid.uuid4().hex[:16]}"
         home = root / f"zygote-{self.token[-6:]}"
+        self.harness = root / "harness"  # what its children import from, kept in their view of the pool
         home.mkdir(parents=True)
         self.log = home / "zygote.log"
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -105,6 +107,7 @@ class Zygote:
                     isolation.PIDNS: "" if msg.pidns else "refused in the zygote's children",
                     isolation.NETNS: msg.netns_refused,
                     isolation.NO_CAPS: msg.no_caps_refused,
+                    isolation.IPCNS: msg.ipcns_refused,
                     **dict.fromkeys(isolation.SEAL_GUARDS, "" if msg.pidns else "needs the PID namespace"),
                 }
             case wire.Spawned():
@@ -201,6 +204,7 @@ class Zygote:
             kind = _worker_kind(request_path)
             if kind == "cuda" and self.cuda_fork not in CUDA_FORK_USABLE:
                 raise WarmUnavailable(f"CUDA cannot start in the zygote's children ({self.cuda_fork})")
+            seal = _with_harness(seal, self.harness) if seal else None
             stdin_r, stdin_w = os.pipe()
             out_r, out_w = os.pipe()
             chan_r, chan_w = os.pipe()
@@ -291,10 +295,17 @@ class Zygote:
             self.sock.close()
 
 
+def _with_harness(seal: SealSpec, harness: Path) -> SealSpec:
+    """The zygote's children import what they have not imported yet from the pool's harness: it stays in
+    their view where the seal covers the pool (read-only; it holds no job's data)."""
+    return dataclasses.replace(seal, keep=[*seal.keep, str(harness)])
+
+
 def _containment_order(contained: bool) -> orders.Containment:
-    """What a fork enters, in the PID-namespace mode: its own PID and network namespaces, no capabilities
-    (the zygote leaves out what its children cannot enter; the harness sees in /proc what they did)."""
-    return orders.Containment(pidns=contained, netns=contained, no_caps=contained)
+    """What a fork enters, in the PID-namespace mode: its own PID, network and IPC namespaces, no
+    capabilities (the zygote leaves out what its children cannot enter; the harness sees in /proc what they
+    did)."""
+    return orders.Containment(pidns=contained, netns=contained, no_caps=contained, ipcns=contained)
 
 
 def _worker_kind(request_path: Path) -> orders.WorkerKind | None:

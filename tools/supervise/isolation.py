@@ -12,9 +12,13 @@ and there a candidate can signal the harness, as any process of the same user ca
 
 With the PID namespace comes a network namespace (`--net`; the zygote's children: tools/worker/contain.py):
 its only interface, `lo`, is down, so the candidate reaches nothing, not even listeners on the host's
-loopback, whatever native code it runs. Its capabilities are then dropped (`setpriv`; no new privileges
+loopback, whatever native code it runs (abstract unix sockets belong to the network namespace too), and an
+IPC namespace (`--ipc`): System V shared memory, semaphores and message queues, and POSIX message queues,
+of its own, so two candidates in flight at once cannot meet there; the worker itself, before it reports
+ready, refuses itself the kernel's keyring calls (a seccomp filter, contain.block_keyrings: a uid's keyrings
+are shared across all these namespaces). Its capabilities are then dropped (`setpriv`; no new privileges
 on exec), so it cannot leave these namespaces again. Its filesystem is sealed in between (read-only
-mounts, its own /dev: tools/worker/seal.py), in its own mount namespace; nothing changes the host's
+mounts, its own /dev, no other job's folder: tools/worker/seal.py), in its own mount namespace; nothing changes the host's
 mount table or network. What contained a worker is what the parent itself sees in /proc (`observe`), never what the
 worker says; every guard missing is said in the result as "uncontained: ..." (docs/exploits.md).
 """
@@ -41,10 +45,14 @@ NETNS = "net_namespace"
 NO_CAPS = "no_capabilities"
 READ_ONLY = "read_only_mounts"
 DEVICES = "devices_hidden"
-SEAL_GUARDS = (READ_ONLY, DEVICES)
+IPCNS = "ipc_namespace"
+NO_KEYRINGS = "no_keyrings"
+PRIVATE_JOBS = "private_jobs"
+SEAL_GUARDS = (READ_ONLY, DEVICES, PRIVATE_JOBS)
 UNCONTAINED = "uncontained"
 _UNSHARE = ("--pid", "--fork", "--kill-child", "--mount-proc")
 _NET = ("--net",)
+_IPC = ("--ipc",)
 _NO_CAPS = ("--no-new-privs", "--bounding-set=-all", "--inh-caps=-all")
 SEAL_SCRIPT = Path(__file__).resolve().parents[1] / "worker" / "seal.py"
 
@@ -65,20 +73,22 @@ class ColdSupport:
     pidns: str
     netns: str
     no_caps: str
+    ipcns: str = ""
 
 
 @functools.cache
 def cold_support() -> ColdSupport:
     unshare, setpriv = shutil.which("unshare"), shutil.which("setpriv")
     if unshare is None:
-        return ColdSupport("no unshare on PATH", "no unshare on PATH", "no unshare on PATH")
+        return ColdSupport(*["no unshare on PATH"] * 4)
     pidns = _refusal([unshare, *_UNSHARE])
     if pidns:
-        return ColdSupport(pidns, "needs the PID namespace", "needs the PID namespace")
+        return ColdSupport(*[pidns] + ["needs the PID namespace"] * 3)
     netns = _refusal([unshare, *_NET, *_UNSHARE])
-    spaces = [unshare, *(() if netns else _NET), *_UNSHARE]
+    ipcns = _refusal([unshare, *_IPC, *_UNSHARE])
+    spaces = [unshare, *(() if netns else _NET), *(() if ipcns else _IPC), *_UNSHARE]
     no_caps = _refusal([*spaces, setpriv, *_NO_CAPS]) if setpriv else "no setpriv on PATH"
-    return ColdSupport(pidns, netns, no_caps)
+    return ColdSupport(pidns, netns, no_caps, ipcns)
 
 
 def _pidns_works() -> bool:
@@ -100,7 +110,12 @@ def wrap(cmd: list[str], seal: SealSpec | None = None) -> list[str]:
     if mode() != PIDNS:
         return cmd
     support = cold_support()
-    spaces = [shutil.which("unshare") or "unshare", *(() if support.netns else _NET), *_UNSHARE]
+    spaces = [
+        shutil.which("unshare") or "unshare",
+        *(() if support.netns else _NET),
+        *(() if support.ipcns else _IPC),
+        *_UNSHARE,
+    ]
     sealing = [sys.executable, "-I", str(SEAL_SCRIPT), seal.to_json(), "--"] if seal else []
     no_caps = [] if support.no_caps else [shutil.which("setpriv") or "setpriv", *_NO_CAPS]
     return [*spaces, *sealing, *no_caps, *cmd]
@@ -110,19 +125,26 @@ def cold_refusals() -> dict[str, str]:
     """Why each guard is missing on the cold path, by what `observe` names it."""
     if mode() == GROUP and _pidns_works():
         forced = "KERNEL_AGENT_ISOLATION=group"
-        return dict.fromkeys((PIDNS, NETNS, NO_CAPS, *SEAL_GUARDS), forced)
+        return dict.fromkeys((PIDNS, NETNS, NO_CAPS, IPCNS, *SEAL_GUARDS), forced)
     support = cold_support()
     sealed = "needs the PID namespace" if support.pidns else ""
     return {
         PIDNS: support.pidns,
         NETNS: support.netns,
         NO_CAPS: support.no_caps,
+        IPCNS: support.ipcns,
         **dict.fromkeys(SEAL_GUARDS, sealed),
     }
 
 
-_GUARD_NAMES = {PIDNS: "pid", NETNS: "network", NO_CAPS: "capabilities"}
-_SEAL_NAMES = {READ_ONLY: "mounts", DEVICES: "devices"}
+_GUARD_NAMES = {
+    PIDNS: "pid",
+    NETNS: "network",
+    NO_CAPS: "capabilities",
+    IPCNS: "ipc",
+    NO_KEYRINGS: "keyrings",
+}
+_SEAL_NAMES = {READ_ONLY: "mounts", DEVICES: "devices", PRIVATE_JOBS: "jobs"}
 
 
 def _namespace(pid: int | str, kind: str) -> int:
@@ -150,10 +172,14 @@ def _guards_seen(pid: int) -> set[str]:
         seen.add(PIDNS)
     if _namespace(pid, "net") != _namespace("self", "net"):
         seen.add(NETNS)
+    if _namespace(pid, "ipc") != _namespace("self", "ipc"):
+        seen.add(IPCNS)
     status = _status(pid)
     if int(status.get("CapEff", "1"), 16) == int(status.get("CapPrm", "1"), 16) == 0:
         if status.get("NoNewPrivs", "0").strip() == "1":
             seen.add(NO_CAPS)
+    if status.get("Seccomp", "0").strip() == "2":  # the worker's own filter (contain.block_keyrings), set
+        seen.add(NO_KEYRINGS)  # before it reports ready; a filter cannot be removed, only added to
     return seen
 
 
@@ -162,15 +188,28 @@ def _filesystem_seen(pid: int, seal: SealSpec) -> tuple[set[str], dict[str, str]
     seen, why = set(), {}
     devices = sealing.unexpected_devices([p.name for p in Path(f"/proc/{pid}/root/dev").iterdir()])
     if devices:
-        why[DEVICES] = f"/dev holds {', '.join(devices[:4])}" + (" ..." if len(devices) > 4 else "")
+        why[DEVICES] = f"/dev holds {_some(devices)}"
     else:
         seen.add(DEVICES)
-    writable = sealing.writable_mounts(sealing.read_mounts(f"/proc/{pid}/mountinfo"), seal)
+    mounts = sealing.read_mounts(f"/proc/{pid}/mountinfo")
+    writable = sealing.writable_mounts(mounts, seal)
     if writable:
-        why[READ_ONLY] = f"writable: {', '.join(writable[:4])}" + (" ..." if len(writable) > 4 else "")
+        why[READ_ONLY] = f"writable: {_some(writable)}"
     else:
         seen.add(READ_ONLY)
+    root = f"/proc/{pid}/root"
+    uncovered, extras = sealing.private_uncovered(mounts, seal, root), sealing.private_view(seal, root)
+    if uncovered:
+        why[PRIVATE_JOBS] = f"not covered: {_some(uncovered)}"
+    elif extras:
+        why[PRIVATE_JOBS] = f"it sees {_some(extras)}"
+    else:
+        seen.add(PRIVATE_JOBS)
     return seen, why
+
+
+def _some(items: list[str]) -> str:
+    return ", ".join(items[:4]) + (" ..." if len(items) > 4 else "")
 
 
 def observe(pid: int, nested: bool, refusals: dict[str, str], seal: SealSpec | None = None) -> list[str]:

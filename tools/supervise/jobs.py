@@ -9,7 +9,9 @@ Layout of a job (a fresh temporary folder, removed afterwards):
 
 from __future__ import annotations
 
+import atexit
 import hashlib
+import os
 import shutil
 import tempfile
 import uuid
@@ -50,9 +52,10 @@ class Job:
 
     @classmethod
     def create(cls, kernel_code: str | None, parent: Path | None = None) -> Job:
-        """A fresh job folder under `parent` (default: the system's temporary folder); a job prepared
-        ahead of its candidate gets its kernel later (`write_kernel`)."""
-        root = Path(tempfile.mkdtemp(prefix="kagent-job-", dir=parent))
+        """A fresh job folder under `parent` (default: this process's jobs folder in the system's temporary
+        folder, which a sealed worker sees only its own job of); a job prepared ahead of its candidate gets
+        its kernel later (`write_kernel`)."""
+        root = Path(tempfile.mkdtemp(prefix="kagent-job-", dir=parent or default_jobs_dir()))
         for sub in ("work", "shared", "private"):
             (root / sub).mkdir()
         (root / "private").chmod(0o700)
@@ -96,26 +99,59 @@ class Job:
         self.cleanup()
 
 
+_JOBS_DIRS: dict[int, Path] = {}  # per process (a fork makes its own): the jobs of no warm pool
+
+
+def default_jobs_dir() -> Path:
+    """Where this process's jobs go when no warm pool holds them, removed when it exits. Not the temporary
+    folder itself: a sealed worker's view of its jobs folder is covered (`seal_for`), and covering /tmp
+    would hide what others keep there."""
+    pid = os.getpid()
+    if pid not in _JOBS_DIRS or not _JOBS_DIRS[pid].is_dir():
+        _JOBS_DIRS[pid] = Path(tempfile.mkdtemp(prefix=f"kagent-jobs-{pid}-"))
+        atexit.register(shutil.rmtree, _JOBS_DIRS[pid], True)
+    return _JOBS_DIRS[pid]
+
+
+# Folders holding other harnesses' jobs and warm pools (tools/supervise/pool.py), covered in every worker.
+SHARED_SCRATCH = Path("/dev/shm")
+
+
+def private_folders(job: Job, secret_dirs: Iterable[Path] = ()) -> list[str]:
+    """The folders a sealed worker of `job` sees only its own job of (tools/worker/seal.py `private`): its
+    jobs folder (other candidates' jobs in flight), `secret_dirs` (jobs prepared ahead), the build cache's
+    staging (other workers' staged writes) and /dev/shm (warm pools, this harness's and others'). Never the
+    system's temporary folder or /, which hold what others need."""
+    folders = [SHARED_SCRATCH, job.root.parent, staging_dir(job).parent, *secret_dirs]
+    never = {Path("/"), Path(tempfile.gettempdir())}
+    return list(dict.fromkeys(str(f) for f in folders if f.is_dir() and f not in never))
+
+
 def staging_dir(job: Job) -> Path:
     """Where a sealed worker's writes to the build cache land (reviewed, never published: `review_staging`)."""
     return staging_root() / job.token
 
 
-def seal_for(job: Job, writable: Sequence[Path] = ()) -> SealSpec:
+def seal_for(job: Job, writable: Sequence[Path] = (), secret_dirs: Iterable[Path] = ()) -> SealSpec:
     """The filesystem a candidate worker of `job` may write: its working dir, and the build cache through an
     overlay onto the job's staging folder (tools/worker/seal.py); the real cache, where the trusted builder
     publishes while the worker runs, shown read-only at `published` (the overlay would keep a lookup that
-    missed). Without a mount namespace of its own (the process-group fallback) nothing seals it, and the
-    result says so."""
+    missed); and what it may see of the folders that hold other jobs: its own job only (`private_folders`;
+    a secret folder it may write, a wrapper's logs, stays). Without a mount namespace of its own (the
+    process-group fallback) nothing seals it, and the result says so."""
     staging = staging_dir(job)
     for sub in ("upper", "work", "published"):
         (staging / sub).mkdir(parents=True, exist_ok=True)
+    written = [str(job.work), *map(str, writable)]
+    cache = str(build_cache_dir())
     return SealSpec(
-        writable=[str(job.work), *map(str, writable)],
-        cache=str(build_cache_dir()),
+        writable=written,
+        cache=cache,
         upper=str(staging / "upper"),
         overlay_work=str(staging / "work"),
         published=str(staging / "published"),
+        private=[f for f in private_folders(job, secret_dirs) if f not in written],
+        keep=[str(job.root), str(staging), cache, *written],
     )
 
 
@@ -192,7 +228,12 @@ def run_candidate(
 
     hidden = [str(job.private), *map(str, secret_dirs)]
     trusted = TrustedBuilder(
-        job.harness, job.token, deadline, [job.work, *map(Path, hidden)], settings(limits.compile_memory_gb)
+        job.harness,
+        job.token,
+        deadline,
+        [job.work, *map(Path, hidden)],
+        settings(limits.compile_memory_gb),
+        private_folders(job, map(Path, hidden)),
     )
 
     def handle(msg: wire.WorkerMessage) -> str | None:
@@ -207,7 +248,7 @@ def run_candidate(
     threads = timing_threads(problem)
     update = {"device": problem.spec.device, "secret_dirs": hidden, "threads": threads}
     request = request.model_copy(update=update)
-    seal = seal_for(job, writable)
+    seal = seal_for(job, writable, map(Path, hidden))
     extra = {
         "KERNEL_AGENT_BUILD_CACHE": str(build_cache_dir()),
         PUBLISHED_ENV: seal.published,

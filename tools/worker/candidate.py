@@ -22,7 +22,7 @@ import torch
 from tools import orders, wire
 from tools.results import KernelUsage, TimingStats
 from tools.wire import Channel
-from tools.worker import build, build_client, fresh, guard, l2, smem, timing
+from tools.worker import build, build_client, contain, fresh, guard, l2, smem, timing
 from tools.worker.device_turn import DeviceTurn
 from tools.worker.failures import CandidateError, candidate_traceback, classify_exception
 from tools.worker.late import LateWrites
@@ -351,6 +351,8 @@ def install_guard(req: orders.CandidateRequest, channel: Channel) -> None:
 
 def main(request_path: str, fd: str) -> int:
     channel = Channel(int(fd))
+    if why := contain.attempt(contain.block_keyrings):  # before `ready`: the harness checks it in /proc
+        print(f"kernel-agent: keyrings not blocked: {why}", file=sys.stderr, flush=True)
     channel.send(wire.Ready())  # torch and the harness are imported (the phase breakdown starts here)
     req = orders.CandidateRequest.model_validate_json(Path(request_path).read_text())
     device = req.device

@@ -1,5 +1,6 @@
 """What a candidate worker forked by the zygote does to contain itself before any candidate code runs: a
-network namespace of its own, then (once the zygote has sealed its filesystem: tools/worker/seal.py) no
+network namespace of its own (abstract unix sockets live there too) and an IPC namespace of its own (System V
+shared memory, semaphores, message queues and POSIX message queues: nothing another candidate made), then (once the zygote has sealed its filesystem: tools/worker/seal.py) no
 capabilities (the cold path's `unshare --net` and `setpriv` do the same, tools/supervise/isolation.py).
 
 A new network namespace has one interface, `lo`, and it is down: no route anywhere, not even to listeners
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pydantic import TypeAdapter
 
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
 PR_CAPBSET_DROP = 24
 PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -51,6 +53,59 @@ def check(rc: int, what: str) -> None:
 def enter_net_namespace() -> None:
     """From now on this process (and what it forks) is in a new network namespace: only `lo`, down."""
     check(libc().unshare(CLONE_NEWNET), "unshare(CLONE_NEWNET)")
+
+
+def enter_ipc_namespace() -> None:
+    """From now on this process (and what it forks) has System V IPC and POSIX message queues of its own."""
+    check(libc().unshare(CLONE_NEWIPC), "unshare(CLONE_NEWIPC)")
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+_ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+_X32 = 0x40000000  # x86_64's x32 calls carry this bit in their number: refused like the keyring calls
+# add_key, request_key, keyctl by the audit arch this interpreter runs as
+_KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
+
+
+def block_keyrings() -> None:
+    """No kernel keyring calls from now on, in this process and all it starts (a seccomp filter: EPERM).
+    The user keyring of a uid is shared across PID, network, IPC and mount namespaces: two candidates of one
+    user could pass data there (`add_key` in one, `request_key` and `keyctl read` in the other). Calls of
+    another ABI than this one's (i386's `int 0x80`) are refused too, so none goes round the filter."""
+    if os.uname().machine not in _KEYRING_CALLS:
+        raise OSError(0, f"no keyring filter for {os.uname().machine}")
+    arch, (add_key, request_key, keyctl) = _KEYRING_CALLS[os.uname().machine]
+    program = [
+        (_LD, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, arch),
+        (_RET, 0, 0, _EPERM),
+        (_LD, 0, 0, 0),  # seccomp_data.nr
+        (_JGE, 4, 0, _X32),
+        (_JEQ, 3, 0, add_key),
+        (_JEQ, 2, 0, request_key),
+        (_JEQ, 1, 0, keyctl),
+        (_RET, 0, 0, _ALLOW),
+        (_RET, 0, 0, _EPERM),
+    ]
+    filters = (_SockFilter * len(program))(*(_SockFilter(*op) for op in program))
+    fprog = _SockFprog(len(program), filters)
+    c = libc()
+    check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")  # what a filter needs
+    check(c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp(keyrings)")
 
 
 def _last_cap() -> int:
@@ -91,19 +146,25 @@ def attempt(step: Callable[[], None]) -> str:
     return ""
 
 
+PROBED = ("netns", "ipcns", "no_caps")
 _PROBED: TypeAdapter[dict[str, str]] = TypeAdapter(dict[str, str])  # the probe child's report
 
 
 def probe() -> dict[str, str]:
-    """Whether a child of this process can enter its own network namespace and drop its capabilities:
-    for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it entered)."""
+    """Whether a child of this process can enter its own network and IPC namespaces and drop its
+    capabilities: for each, "" where it can, else why not. Run in a throwaway fork (it keeps what it
+    entered)."""
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        found = {"netns": "probe died", "no_caps": "probe died"}
+        found = dict.fromkeys(PROBED, "probe died")
         try:
-            found = {"netns": attempt(enter_net_namespace), "no_caps": attempt(drop_capabilities)}
+            found = {
+                "netns": attempt(enter_net_namespace),
+                "ipcns": attempt(enter_ipc_namespace),
+                "no_caps": attempt(drop_capabilities),
+            }
         finally:
             os.write(write_fd, json.dumps(found).encode())
             os._exit(0)
@@ -114,4 +175,4 @@ def probe() -> dict[str, str]:
     try:
         return _PROBED.validate_json(raw)
     except ValueError:  # pydantic's ValidationError is one
-        return {"netns": "probe died", "no_caps": "probe died"}
+        return dict.fromkeys(PROBED, "probe died")

@@ -1,7 +1,9 @@
 """The candidate worker's filesystem, sealed before any candidate code runs: every mount read-only except
 the job's own folder and the build cache seen through an overlay whose writes land in the job's staging
-folder; and a /dev that holds only what a kernel needs (null, zero, random, the GPU's nodes, the machine's
-/dev/shm read-only).
+folder; a /dev that holds only what a kernel needs (null, zero, random, the GPU's nodes, an empty /dev/shm);
+and the folders that hold other jobs (the warm pool's jobs and prepared jobs, /dev/shm, the cache's staging)
+covered, so that only its own job (and the harness it imports) is there: what candidates evaluated at once
+could read of one another's (docs/containment.md).
 
 Runs in a mount namespace of the worker's own whose propagation is private (the zygote's children and
 `unshare --mount-proc` both make one), as root or with CAP_SYS_ADMIN there, before the capabilities go:
@@ -62,6 +64,10 @@ class SealSpec:
     hide_devices: bool = True
     published: str = ""  # where the real cache is shown too, read-only (what the trusted builder publishes)
     hidden: list[str] = field(default_factory=list)  # folders covered by an empty read-only mount
+    # Folders that hold other jobs (the pool's jobs and prepared jobs, /dev/shm): each covered by an empty
+    # read-only tmpfs into which only the `keep` paths under it are bound back (its own job, its harness).
+    private: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -93,6 +99,53 @@ def writable_mounts(mounts: list[Mount], spec: SealSpec) -> list[str]:
         ):
             continue
         wrong.append(m.target)
+    return wrong
+
+
+def private_view(spec: SealSpec, root: str = "") -> list[str]:
+    """What a sealed worker sees in its private folders beyond the paths kept there (`root`: the worker's root
+    as the harness reaches it, `/proc/PID/root`). Empty where only its own job (and harness) is visible."""
+    extras: list[str] = []
+    for folder in spec.private:
+        kept = [k for k in spec.keep if under(k, [folder]) and k != folder]
+        extras += _extras(root, folder, kept)
+    return extras
+
+
+def _extras(root: str, folder: str, kept: list[str]) -> list[str]:
+    try:
+        names = [p.name for p in Path(root + folder).iterdir()]
+    except FileNotFoundError:  # nothing there to see
+        return []
+    except OSError as exc:
+        return [f"{folder} ({exc.strerror})"]
+    toward: dict[str, list[str]] = {}
+    for path in kept:
+        toward.setdefault(path[len(folder.rstrip("/")) + 1 :].split("/")[0], []).append(path)
+    extras = []
+    for name in sorted(names):
+        inner = f"{folder.rstrip('/')}/{name}"
+        if name not in toward:
+            extras.append(inner)
+        elif inner not in toward[name]:  # a folder on the way to a kept path: only that path in it
+            extras += _extras(root, inner, toward[name])
+    return extras
+
+
+def private_uncovered(mounts: list[Mount], spec: SealSpec, root: str = "") -> list[str]:
+    """The private folders a worker can reach whose contents no read-only tmpfs of a private folder covers
+    (the deepest mount holding each is that tmpfs: its own, or one over a private folder above it)."""
+    seen = visible(mounts)
+    wrong = []
+    for folder in spec.private:
+        if not Path(root + folder).is_dir():
+            continue
+        holders = [m for m in seen if under(folder, [m.target])]
+        deepest = max(holders, key=lambda m: len(m.target.rstrip("/")), default=None)
+        if deepest is None or deepest.fstype != "tmpfs" or "ro" not in deepest.options:
+            wrong.append(folder)
+        elif deepest.target not in spec.private:
+            wrong.append(folder)
     return wrong
 
 
@@ -160,12 +213,23 @@ def read_mounts(mountinfo: str = "/proc/self/mountinfo") -> list[Mount]:
 
 
 def visible(mounts: list[Mount]) -> list[Mount]:
-    """The mounts a path can reach: not covered by a mount stacked on the same place, nor under one that is."""
+    """The mounts a path can reach: not covered by a mount stacked on the same place, nor by one a sibling
+    mount made over a folder above it (a private folder's tmpfs over what was mounted inside that folder),
+    nor under one that is."""
     by_id = {m.id: m for m in mounts}
     covered = {m.parent for m in mounts if m.parent in by_id and by_id[m.parent].target == m.target}
+    siblings: dict[int, list[Mount]] = {}
+    for m in mounts:
+        siblings.setdefault(m.parent, []).append(m)
+    shadowed = {
+        m.id
+        for group in siblings.values()
+        for m in group
+        if any(d.target != m.target and under(m.target, [d.target]) for d in group)
+    }
 
     def reachable(m: Mount, depth: int = 0) -> bool:
-        if m.id in covered:
+        if m.id in covered or m.id in shadowed:
             return False
         up = by_id.get(m.parent)
         while up is not None and up.target == m.target and up.id != up.parent:  # stacked: what it sits on
@@ -208,8 +272,8 @@ def _device_nodes() -> list[tuple[str, int, int]]:
 
 def _hide_devices(scratch: Path) -> None:
     """A /dev of its own: a tmpfs made on `scratch`, the kept nodes made again in it, the machine's /dev/shm
-    bound into it (the harness's warm jobs may live there; read-only below like every other mount), then
-    moved onto /dev."""
+    bound into it (the harness's warm jobs may live there: covered next as a private folder, but for its own
+    job), then moved onto /dev."""
     nodes = _device_nodes()
     scratch.mkdir(parents=True, exist_ok=True)
     _mount("tmpfs", str(scratch), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=64k")
@@ -226,6 +290,43 @@ def _hide_devices(scratch: Path) -> None:
     except OSError:
         _umount(str(scratch))  # the machine's /dev stays rather than a /dev without null
         raise
+
+
+def _outermost(paths: list[str]) -> list[str]:
+    return [p for p in paths if not any(q != p and under(p, [q]) for q in paths)]
+
+
+def _private_folders(spec: SealSpec) -> list[str]:
+    """Each private folder covered by an empty tmpfs, the kept paths under it bound back: first those outside
+    every kept path, then those inside one (its own job's truth folder). Returns the ones that refused."""
+    folders = [f for f in spec.private if Path(f).is_dir() and f not in spec.keep]
+    inside = [f for f in folders if under(f, spec.keep)]
+    refused = []
+    for folder in _outermost([f for f in folders if f not in inside]) + _outermost(inside):
+        try:
+            _cover(folder, [k for k in spec.keep if under(k, [folder]) and k != folder])
+        except OSError as exc:
+            refused.append(f"{folder}: {exc.strerror}")
+    return refused
+
+
+def _cover(folder: str, keep: list[str]) -> None:
+    """An empty tmpfs over `folder`, `keep` bound back into it (through file descriptors opened before the
+    cover: their paths no longer lead anywhere), then the tmpfs made read-only."""
+    fds = [(path, os.open(path, os.O_PATH)) for path in _outermost([k for k in keep if Path(k).exists()])]
+    try:
+        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=755,size=64k")
+        for path, fd in fds:
+            if Path(f"/proc/self/fd/{fd}").is_dir():
+                Path(path).mkdir(parents=True)
+            else:
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).touch()
+            _mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+        _mount(None, folder, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    finally:
+        for _, fd in fds:
+            os.close(fd)
 
 
 def _hide(spec: SealSpec) -> list[str]:
@@ -272,9 +373,10 @@ def _remount_read_only(spec: SealSpec) -> list[str]:
 
 
 def seal(spec: SealSpec) -> dict[str, str]:
-    """Seal this process's filesystem. For each guard ("mounts", "cache", "devices"): "" where it took,
-    else why not."""
-    why = {"mounts": "", "cache": "", "devices": ""}
+    """Seal this process's filesystem. For each guard ("mounts", "cache", "devices", "jobs"): "" where it
+    took, else why not."""
+    why = {"mounts": "", "cache": "", "devices": "", "jobs": ""}
+    cwd = Path.cwd()
     try:
         _check_private()
     except OSError as exc:
@@ -284,7 +386,13 @@ def seal(spec: SealSpec) -> dict[str, str]:
             _overlay_cache(spec)
         except OSError as exc:  # the cache stays writable, and the result says so
             why["cache"] = f"overlay refused: {exc.strerror}"
-            spec = SealSpec([*spec.writable, spec.cache], hide_devices=spec.hide_devices, hidden=spec.hidden)
+            spec = SealSpec(
+                [*spec.writable, spec.cache],
+                hide_devices=spec.hide_devices,
+                hidden=spec.hidden,
+                private=spec.private,
+                keep=spec.keep,
+            )
     if spec.hide_devices and spec.overlay_work:
         try:
             _hide_devices(Path(spec.overlay_work).parent / "dev")
@@ -292,6 +400,7 @@ def seal(spec: SealSpec) -> dict[str, str]:
             why["devices"] = f"{exc.filename or '/dev'}: {exc.strerror}"
     elif spec.hide_devices:
         why["devices"] = "no staging folder to build /dev in"
+    why["jobs"] = "; ".join(_private_folders(spec))  # after /dev is made: /dev/shm is one of them
     try:
         refused = _hide(spec)
         _bind_writable(spec)
@@ -299,7 +408,10 @@ def seal(spec: SealSpec) -> dict[str, str]:
         why["mounts"] = "; ".join(refused[:3]) + (f" (+{len(refused) - 3})" if len(refused) > 3 else "")
     except OSError as exc:
         why["mounts"] = exc.strerror or str(exc)
-    os.chdir(Path.cwd())  # a working dir bound onto itself: the path now leads to the writable mount
+    try:  # a working dir bound onto itself: the path now leads to the writable mount
+        os.chdir(cwd)
+    except OSError:  # one now covered (the zygote's home): no handle on what was there
+        os.chdir("/")
     return why
 
 

@@ -12,7 +12,7 @@ start in its children, the evaluator runs CUDA candidates cold (tools/supervise/
 where the machine allows (it is then PID 1 there and sees nothing of the zygote or the harness), takes
 the candidate's working dir, environment and pipes (sent over the control socket), and runs
 `tools.worker.candidate.main` as the cold path does. Before that, where the harness asks (its PID-namespace
-mode), it enters a network namespace of its own and, once in its PID namespace, drops every capability
+mode), it enters network and IPC namespaces of its own and, once in its PID namespace, drops every capability
 (tools/worker/contain.py); the harness checks both in /proc. Why a zygote and not a reused CUDA worker:
 tools/supervise/pool.py. Usage: python -m tools.worker.zygote CONTROL_FD
 """
@@ -172,10 +172,12 @@ def _take_pipes(fds: list[int]) -> int:
 
 
 def _contain(containment: orders.Containment) -> None:
-    """The fork's own network and PID (and mount) namespaces. A network namespace the machine refuses is
-    skipped, not fatal: the harness sees that in /proc and says so in the result."""
+    """The fork's own network, IPC and PID (and mount) namespaces. A network or IPC namespace the machine
+    refuses is skipped, not fatal: the harness sees that in /proc and says so in the result."""
     if containment.netns:
         contain.attempt(contain.enter_net_namespace)
+    if containment.ipcns:
+        contain.attempt(contain.enter_ipc_namespace)
     if containment.pidns:
         enter_pid_namespace()
 
@@ -286,6 +288,7 @@ class Server:
     def __init__(self, sock: socket.socket, pidns: bool, support: dict[str, str]) -> None:
         self.sock, self.pidns = sock, pidns
         self.netns, self.no_caps = not support["netns"], not support["no_caps"]
+        self.ipcns = not support["ipcns"]
         self.children: set[int] = set()
         self.prepared: dict[int, socket.socket] = {}  # pid -> our end of its socket, oldest first
         self.prepared_kind: PreparedKey | None = None  # which orders it may serve
@@ -299,7 +302,7 @@ class Server:
 
     def _contained(self, asked: orders.Containment) -> orders.Containment:
         """The containment this zygote's children can enter, of what an order asks for."""
-        return asked.within(self.pidns, self.netns, self.no_caps)
+        return asked.within(self.pidns, self.netns, self.no_caps, self.ipcns)
 
     def prepare(self, order: orders.PrepareOrder) -> None:
         """Make a worker ahead of need, unless one of that kind is waiting already (one of another kind is
@@ -324,6 +327,8 @@ class Server:
         pid = self._fork()
         if pid == 0:
             ours.close()
+            for other in self.prepared.values():  # the other prepared workers' order sockets: a candidate
+                other.close()  # holding one could send that worker an order of its own before the zygote
             _prepared_child(self.sock, theirs, kind, self.pinned_bytes)
         theirs.close()
         self.children.add(pid)
@@ -397,7 +402,7 @@ def main(control_fd: str) -> int:
     support = contain.probe()
     ready = wire.ZygoteReady(
         pid=os.getpid(), pidns=pidns, cuda_fork=_probe_cuda_fork(),
-        netns_refused=support["netns"], no_caps_refused=support["no_caps"],
+        netns_refused=support["netns"], no_caps_refused=support["no_caps"], ipcns_refused=support["ipcns"],
     )  # fmt: skip
     _send(sock, ready)
     server = Server(sock, pidns, support)

@@ -24,25 +24,13 @@ import pytest
 from agent.views.result import compile_view, measured_line
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN
+from tests.helpers.containment import BARE, FULL
 from tools import benchmark, compile_kernel
 from tools.judge import check_source
 from tools.problem import Problem
 from tools.results import BenchResult, CompileResult, EnvInfo
 from tools.supervise import WarmPool, isolation
 from tools.worker import contain
-
-FULL = [
-    isolation.PIDNS,
-    isolation.NETNS,
-    isolation.NO_CAPS,
-    isolation.IPCNS,
-    isolation.NO_KEYRINGS,
-    isolation.READ_ONLY,
-    isolation.DEVICES,
-    isolation.PRIVATE_JOBS,
-]
-# A process that is no candidate worker (a sleeper) sets no keyring filter of its own.
-BARE = [g if g != isolation.NO_KEYRINGS else "uncontained: keyrings (not seen on the worker)" for g in FULL]
 
 pytestmark = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",
@@ -101,6 +89,8 @@ def _evaluate(
     # warm means warm: no fallback to a fresh process (a paired check's word on the reference, and one on a
     # busy host, aside: a 2-core CI machine is busy at times)
     said = [n for n in result.notices if "reference's cached median" not in n and "CPUs busy" not in n]
+    if os.environ.get("KERNEL_AGENT_ISOLATION") == isolation.GROUP:  # forced off: a fresh build says so too
+        said = [n for n in said if not n.startswith("the harness's builder ran with uncontained: pid")]
     assert said == []
     return result
 

@@ -21,25 +21,13 @@ import pytest
 
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN, baseline
+from tests.helpers.containment import BARE, FULL
 from tools import benchmark
 from tools.cache import build_cache_dir, builds, cache_root, staged
 from tools.problem import Problem
 from tools.results import BenchResult
 from tools.supervise import WarmPool, isolation
 from tools.worker import seal
-
-FULL = [
-    isolation.PIDNS,
-    isolation.NETNS,
-    isolation.NO_CAPS,
-    isolation.IPCNS,
-    isolation.NO_KEYRINGS,
-    isolation.READ_ONLY,
-    isolation.DEVICES,
-    isolation.PRIVATE_JOBS,
-]
-# A process that is no candidate worker (a sleeper) sets no keyring filter of its own.
-BARE = [g if g != isolation.NO_KEYRINGS else "uncontained: keyrings (not seen on the worker)" for g in FULL]
 
 namespaces = pytest.mark.skipif(
     isolation.mode() != isolation.PIDNS or isolation.cold_support().netns != "",

@@ -27,15 +27,7 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from bench.launch_probe import D_STATE, SHAPE, load, warm_profiler  # noqa: E402
-
-# As tools/worker/usage.py `first_launch` reads the evaluator's profiled forward (a bench imports no worker code):
-LAUNCHES = (
-    "cudaLaunchKernel",
-    "cuLaunchKernel",
-    "cudaLaunchCooperativeKernel",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
-)
+from tools.launches import REGION, first_launch  # noqa: E402
 
 
 def first_launch_ms(model: torch.nn.Module, x: torch.Tensor) -> float | None:
@@ -44,15 +36,14 @@ def first_launch_ms(model: torch.nn.Module, x: torch.Tensor) -> float | None:
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof, torch.no_grad():
-        with record_function("forward"):
+        with record_function(REGION):
             model(x)
         torch.cuda.synchronize()
     host = [
         (e.name, e.time_range.start) for e in prof.events() if e.device_type != torch.autograd.DeviceType.CUDA
     ]
-    start = min((t for name, t in host if name == "forward"), default=None)
-    launches = [t for name, t in host if name.startswith(LAUNCHES) and start is not None and t >= start]
-    return (min(launches) - start) / 1e3 if start is not None and launches else None
+    ms: float | None = first_launch(host)["first_launch_ms"]
+    return ms
 
 
 def measure(path: Path, repeat: int) -> dict[str, Any]:

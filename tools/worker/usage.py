@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from tools.launches import REGION, first_launch
 from tools.worker import build, cpu_usage
 from tools.worker.outputs import WRITER_STAGING
 
@@ -31,29 +32,6 @@ def classify_kernel(name: str, own: set[str]) -> str:
     if "elementwise" in low or "at::native" in low:
         return "elementwise"
     return "other"
-
-
-# The host's launch calls (the CUDA runtime's and the driver's, as the profiler names them): the first one in
-# the forward is its first kernel launch.
-LAUNCHES = (
-    "cudaLaunchKernel",
-    "cuLaunchKernel",
-    "cudaLaunchCooperativeKernel",
-    "cudaGraphLaunch",
-    "cuGraphLaunch",
-)
-REGION = "kernel_agent::forward"
-
-
-def first_launch(events: list[tuple[str, float]]) -> dict[str, Any]:
-    """Host ms from the forward's start (`REGION`'s) to the first launch call after it, from the profiler's
-    (name, host start in us) pairs: what a timed call pays on the host before the device has work, where the
-    device sits idle inside the clock (the timing loop synchronizes just before it; tools/worker/timing.py)."""
-    start = min((t for name, t in events if name == REGION), default=None)
-    launches = [t for name, t in events if name.startswith(LAUNCHES) and start is not None and t >= start]
-    if start is None or not launches:
-        return {"first_launch": "unavailable", "first_launch_ms": None}
-    return {"first_launch": "measured", "first_launch_ms": (min(launches) - start) / 1e3}
 
 
 def profile_call(model: Any, pristine: list[Any], device: str) -> dict[str, Any]:

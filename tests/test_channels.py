@@ -284,6 +284,7 @@ def test_the_harness_says_when_a_job_folder_is_not_private(tmp_path: Path) -> No
             proc.wait()
 
 
+@pytest.mark.slow  # 32 s on 2 cores: a warm pool and a build of its own (the fast tier's largest call)
 def test_warm_a_build_includes_nothing_of_a_job_in_flight_beside_it(tiny: Problem, warm: WarmPool) -> None:
     """The trusted builder runs no candidate code but compiles what a candidate names: its sources include
     the holder's secret by its absolute path. The builder sees the folders that hold jobs as its candidate's

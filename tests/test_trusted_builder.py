@@ -62,6 +62,7 @@ def victim() -> tuple[str, dict[str, object]]:
     return code, call
 
 
+@pytest.mark.slow  # 17 s on 2 cores: two builds of the same sources
 @namespaces
 def test_a_planted_build_is_never_published_and_the_next_candidate_runs_its_own_sources(
     tiny: Problem, warm: WarmPool

@@ -62,6 +62,7 @@ from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
 from tools.supervise.locks import DeviceTurns, SharedExclusiveLock
+from tools.supervise.orphans import hold_alive, sweep_orphans
 from tools.supervise.truth_server import TruthServer
 from tools.worker.seal import SealSpec
 
@@ -104,7 +105,10 @@ class WarmPool:
         self.gpu = gpu
         self.extra_env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpu)} if gpu is not None else {}
         self.extra_env.update(cpu_env(threads))
-        self.root = Path(tempfile.mkdtemp(prefix=f"kagent-warm-{os.getpid()}-", dir=scratch_root()))
+        scratch = scratch_root()
+        sweep_orphans(scratch or Path(tempfile.gettempdir()))  # what killed harnesses left on tmpfs
+        self.root = Path(tempfile.mkdtemp(prefix=f"kagent-warm-{os.getpid()}-", dir=scratch))
+        self._alive = hold_alive(self.root)  # released by the kernel however this process ends
         HARNESS.write_package(self.root / "harness")
         self.jobs_dir = self.root / "jobs"
         self.staging = self.root / "staging"
@@ -325,6 +329,8 @@ class WarmPool:
                     item.discard()
         self._pending.clear()
         shutil.rmtree(self.root, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.close(self._alive)
 
 
 _POOLS: dict[tuple[int | None, int | None], WarmPool] = {}

@@ -17,7 +17,9 @@ from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import baseline, replace
 from tools import benchmark, compile_kernel
 from tools.cache import build_cache_dir
+from tools.judge._compile import missing_include_hint
 from tools.problem import Problem
+from tools.results import Diagnostic
 from tools.supervise import WarmPool, isolation
 from tools.supervise.build_flags import flag_refusal, refusal
 from tools.wire import BuildCall
@@ -132,6 +134,14 @@ def test_what_the_candidate_wrote_in_its_folder_is_hidden_from_the_builder(
     result = compile_kernel(tiny, code, pool=warm)
     assert result.status == "compile_error", result.message
     assert "planted.h: No such file" in result.message, result.message
+    assert "files your module writes while it runs are not visible" in result.message, result.message
+
+
+def test_a_missing_include_is_explained_and_other_failures_are_left_alone() -> None:
+    missing = Diagnostic(message="/job/work/defs.cuh: No such file or directory")
+    hint = missing_include_hint([Diagnostic(message="expected ';' before '}' token"), missing])
+    assert hint.startswith("\n/job/work/defs.cuh was not found by the harness's builder")
+    assert missing_include_hint([Diagnostic(message="expected ';' before '}' token")]) == ""
 
 
 # --- the flag check, without a build -----------------------------------------------------------------------

@@ -92,4 +92,18 @@ def _failure_message(kind: str, message: str, errors: list[Diagnostic]) -> str:
             f"{where}: error: {d.message}" + (f"\n    {d.source_line.strip()}" if d.source_line else "")
         )
     more = f"\n… and {len(errors) - 10} more errors" if len(errors) > 10 else ""
-    return "build failed:\n" + "\n".join(lines) + more
+    return "build failed:\n" + "\n".join(lines) + more + missing_include_hint(errors)
+
+
+def missing_include_hint(errors: list[Diagnostic]) -> str:
+    """Why an #include the candidate wrote was not found: the harness builds in its own process
+    (tools/supervise/builder.py), which sees none of the files the candidate's module wrote while it ran."""
+    for d in errors:
+        if d.message.endswith(": No such file or directory"):
+            name = d.message.removesuffix(": No such file or directory").strip()
+            return (
+                f"\n{name} was not found by the harness's builder: it compiles only the sources passed to "
+                "load_inline (with the system's, torch's and CUDA's headers); files your module writes while "
+                "it runs are not visible to it. Put their text into cpp_sources/cuda_sources instead."
+            )
+    return ""

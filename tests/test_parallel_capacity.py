@@ -68,11 +68,12 @@ def test_eight_asked_runs_what_the_machine_holds_and_names_the_reason(
 
 def test_the_run_says_why_in_its_first_lines_and_records_it(tmp_path: Path) -> None:
     """On this machine (a CPU problem: at most 2, the host's), asked for 8: it says so before anything else and
-    run.json keeps the choice. --max-minutes ends it before any model turn (no build)."""
+    run.json keeps the choice. --max-turns 0 ends each trajectory before its first model turn (no build: a
+    --max-minutes this short still let each trajectory take one turn, which built its kernel: 39 s of the fast tier)."""
     done = subprocess.run(
         [
             sys.executable, "-m", "agent.cli", "run", "tests/problems/scan_tiny_playback.yaml", "--model",
-            "scripted", "--parallel", "8", "--max-minutes", "0.0001", "--runs-dir", str(tmp_path),
+            "scripted", "--parallel", "8", "--max-turns", "0", "--runs-dir", str(tmp_path),
         ],
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip

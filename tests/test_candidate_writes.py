@@ -21,6 +21,7 @@ import pytest
 
 from tests.adversarial.candidates import with_module_code
 from tests.helpers import REPO, TESTS
+from tests.helpers.containment import BOTH_PATHS
 from tools import benchmark
 from tools.cache import build_cache_dir, builds, staged
 from tools.problem import Problem, load_problem
@@ -158,7 +159,7 @@ def _attempts(result: BenchResult) -> dict[str, int]:
 
 
 @namespaces
-@pytest.mark.parametrize("path", ["warm", "cold"])
+@pytest.mark.parametrize("path", BOTH_PATHS)
 def test_a_candidate_cannot_alter_what_the_harness_keeps(
     places: dict[str, Path], warm: WarmPool, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

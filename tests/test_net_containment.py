@@ -24,7 +24,7 @@ import pytest
 from agent.views.result import compile_view, measured_line
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN
-from tests.helpers.containment import BARE, FULL
+from tests.helpers.containment import BARE, BOTH_PATHS, FULL
 from tools import benchmark, compile_kernel
 from tools.judge import check_source
 from tools.problem import Problem
@@ -99,7 +99,7 @@ def test_the_candidate_bypasses_the_audit_hook() -> None:
     assert check_source(native_connect(9))[0] == []  # ctypes is allowed: the namespace is the boundary
 
 
-@pytest.mark.parametrize("path", ["warm", "cold"])
+@pytest.mark.parametrize("path", BOTH_PATHS)
 def test_a_native_connect_to_the_host_loopback_fails(
     tiny: Problem, warm: WarmPool, listener: socket.socket, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,7 +113,7 @@ def test_a_native_connect_to_the_host_loopback_fails(
     assert result.compile.containment == FULL
 
 
-@pytest.mark.parametrize("path", ["warm", "cold"])
+@pytest.mark.parametrize("path", BOTH_PATHS)
 def test_a_compile_is_contained_too(
     tiny: Problem, warm: WarmPool, listener: socket.socket, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -127,7 +127,7 @@ def test_a_compile_is_contained_too(
     assert result.containment == FULL
 
 
-@pytest.mark.parametrize("path", ["warm", "cold"])
+@pytest.mark.parametrize("path", BOTH_PATHS)
 def test_with_containment_forced_off_the_result_says_uncontained(
     tiny: Problem, warm: WarmPool, listener: socket.socket, path: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import RETURN, baseline
-from tests.helpers.containment import BARE, FULL
+from tests.helpers.containment import BARE, BOTH_PATHS, FULL
 from tools import benchmark
 from tools.cache import build_cache_dir, builds, cache_root, staged
 from tools.problem import Problem
@@ -78,7 +78,7 @@ EROFS = 30
 
 
 @namespaces
-@pytest.mark.parametrize("path", ["warm", "cold"])
+@pytest.mark.parametrize("path", BOTH_PATHS)
 def test_native_writes_reach_only_the_job_and_the_staged_cache(
     tiny: Problem, warm: WarmPool, path: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -99,10 +99,9 @@ def missing_include_hint(errors: list[Diagnostic]) -> str:
     """Why an #include the candidate wrote was not found: the harness builds in its own process
     (tools/supervise/builder.py), which sees none of the files the candidate's module wrote while it ran."""
     for d in errors:
-        if d.message.endswith(": No such file or directory"):
-            name = d.message.removesuffix(": No such file or directory").strip()
+        if (name := d.message.removesuffix(": No such file or directory")) != d.message:
             return (
-                f"\n{name} was not found by the harness's builder: it compiles only the sources passed to "
+                f"\n{name.strip()} was not found by the harness's builder: it compiles only the sources passed to "
                 "load_inline (with the system's, torch's and CUDA's headers); files your module writes while "
                 "it runs are not visible to it. Put their text into cpp_sources/cuda_sources instead."
             )

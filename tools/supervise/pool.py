@@ -44,7 +44,6 @@ import atexit
 import contextlib
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -62,7 +61,7 @@ from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
 from tools.supervise.locks import DeviceTurns, SharedExclusiveLock
-from tools.supervise.orphans import hold_alive, sweep_orphans
+from tools.supervise.orphans import new_pool_folder
 from tools.supervise.truth_server import TruthServer
 from tools.worker.seal import SealSpec
 
@@ -105,10 +104,8 @@ class WarmPool:
         self.gpu = gpu
         self.extra_env = {"CUDA_VISIBLE_DEVICES": cuda_visible_devices(gpu)} if gpu is not None else {}
         self.extra_env.update(cpu_env(threads))
-        scratch = scratch_root()
-        sweep_orphans(scratch or Path(tempfile.gettempdir()))  # what killed harnesses left on tmpfs
-        self.root = Path(tempfile.mkdtemp(prefix=f"kagent-warm-{os.getpid()}-", dir=scratch))
-        self._alive = hold_alive(self.root)  # released by the kernel however this process ends
+        # Held until shutdown, released by the kernel however this process ends; a later pool sweeps it then.
+        self.root, self._alive = new_pool_folder(scratch_root())
         HARNESS.write_package(self.root / "harness")
         self.jobs_dir = self.root / "jobs"
         self.staging = self.root / "staging"

@@ -9,6 +9,7 @@ closed it: `ipc_namespace`, `private_jobs`, `net_namespace` and `no_keyrings`, r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,12 +26,13 @@ import pytest
 
 from tests.adversarial.candidates import with_module_code
 from tests.candidates.scan_variants import baseline
+from tests.helpers import REPO
 from tools import benchmark, compile_kernel
 from tools.judge import check_source
 from tools.problem import Problem
 from tools.results import CompileResult
 from tools.supervise import WarmPool, isolation
-from tools.supervise.jobs import default_jobs_dir
+from tools.supervise.jobs import default_jobs_dir, scratch_home
 from tools.worker.seal import SealSpec
 
 pytestmark = pytest.mark.skipif(
@@ -322,3 +324,77 @@ def test_gpu_a_cuda_worker_runs_with_every_channel_closed(made_ahead: bool) -> N
     for guard in (isolation.IPCNS, isolation.NO_KEYRINGS, isolation.PRIVATE_JOBS):
         assert guard in result.env.containment
     assert isolation.uncontained(result.env.containment) == []
+
+
+@contextlib.contextmanager
+def other_harness_job() -> Iterator[tuple[Path, str]]:
+    """Another harness process (another `agent bench`, say) with a cold job in flight: its root and the
+    secret in its working dir. The process lives until the test is done, so nothing removes the job."""
+    name = f"kagent-other-{uuid.uuid4().hex[:12]}"
+    code = (
+        "import sys\n"
+        "from tools.supervise.jobs import Job\n"
+        "job = Job.create(None)\n"
+        f"(job.work / {SECRET!r}).write_text({name!r})\n"
+        "print(job.root, flush=True)\n"
+        "sys.stdin.read()\n"
+        "job.cleanup()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    other = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert other.stdout is not None
+        root = Path(other.stdout.readline().strip())
+        assert (root / "work" / SECRET).read_text() == name, "the other harness made no job"
+        yield root, name
+    finally:
+        if other.stdin is not None:
+            other.stdin.close()
+        other.wait(timeout=60)
+
+
+def _assert_other_job_unseen(found: dict[str, Any], other: Path) -> None:
+    secret = str(other / "work" / SECRET)
+    assert found[f"native {secret}"] == f"errno {ENOENT}", found
+    assert found[f"python {secret}"] == f"errno {ENOENT}", found
+    assert found[f"list {other.parent}"] == f"errno {ENOENT}", found  # its jobs folder is not there at all
+
+
+def test_warm_a_candidate_reaches_nothing_of_another_harness_process_cold_job(
+    tiny: Problem, warm: WarmPool
+) -> None:
+    """Every harness process keeps its cold jobs under this user's one scratch home, which a sealed worker
+    covers whole: a job another process made (before or after the worker started) is not there to read."""
+    with other_harness_job() as (other, name):
+        assert other.parent.parent == scratch_home()
+        probe = prober(1, name, other, [scratch_home(), other.parent])
+        result = compile_kernel(tiny, probe, pool=warm)
+        assert (other / "work" / SECRET).exists()  # there all along, from the host's side
+    assert result.status == "ok", result.message
+    found = _probe_of(result.output)
+    _assert_other_job_unseen(found, other)
+    assert found[f"list {scratch_home()}"] == [], (
+        found
+    )  # the pool's jobs live on /dev/shm, or under it covered
+
+
+@pytest.mark.slow  # the cold path's interpreter and torch import, ~10 s more; the warm variant above stays
+def test_cold_a_candidate_reaches_nothing_of_another_harness_process_cold_job(
+    tiny: Problem, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same from a cold worker, whose own job is under the scratch home too: it sees the way to its
+    own jobs folder and nothing else there."""
+    monkeypatch.setenv("KERNEL_AGENT_WARM", "0")
+    with other_harness_job() as (other, name):
+        result = compile_kernel(tiny, prober(1, name, other, [scratch_home(), other.parent]))
+    assert result.status == "ok", result.message
+    found = _probe_of(result.output)
+    _assert_other_job_unseen(found, other)
+    assert found[f"list {scratch_home()}"] == [default_jobs_dir().name], found

@@ -10,9 +10,11 @@ Layout of a job (a fresh temporary folder, removed afterwards):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterable, Sequence
@@ -102,13 +104,34 @@ class Job:
 _JOBS_DIRS: dict[int, Path] = {}  # per process (a fork makes its own): the jobs of no warm pool
 
 
+def scratch_home() -> Path:
+    """This user's one folder in the system's temporary folder (`kagent-<uid>`, mode 0700): every harness
+    process's cold jobs and any warm pool that found no room on /dev/shm live under it, so a sealed worker
+    that covers it sees none of another harness's jobs, including those made after it started. Where the
+    name is taken by something this user does not own (or a link), the temporary folder itself, and
+    `private_folders` covers only this process's jobs there."""
+    tmp = Path(tempfile.gettempdir())
+    home = tmp / f"kagent-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        home.mkdir(mode=0o700)
+    try:
+        st = home.lstat()
+    except OSError:
+        return tmp
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        return tmp
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        home.chmod(0o700)
+    return home
+
+
 def default_jobs_dir() -> Path:
     """Where this process's jobs go when no warm pool holds them, removed when it exits. Not the temporary
-    folder itself: a sealed worker's view of its jobs folder is covered (`seal_for`), and covering /tmp
-    would hide what others keep there."""
+    folder itself: a sealed worker's view of the folder that holds jobs is covered (`seal_for`), and
+    covering /tmp would hide what others keep there."""
     pid = os.getpid()
     if pid not in _JOBS_DIRS or not _JOBS_DIRS[pid].is_dir():
-        _JOBS_DIRS[pid] = Path(tempfile.mkdtemp(prefix=f"kagent-jobs-{pid}-"))
+        _JOBS_DIRS[pid] = Path(tempfile.mkdtemp(prefix=f"kagent-jobs-{pid}-", dir=scratch_home()))
         atexit.register(shutil.rmtree, _JOBS_DIRS[pid], True)
     return _JOBS_DIRS[pid]
 
@@ -120,9 +143,10 @@ SHARED_SCRATCH = Path("/dev/shm")
 def private_folders(job: Job, secret_dirs: Iterable[Path] = ()) -> list[str]:
     """The folders a sealed worker of `job` sees only its own job of (tools/worker/seal.py `private`): its
     jobs folder (other candidates' jobs in flight), `secret_dirs` (jobs prepared ahead), the build cache's
-    staging (other workers' staged writes) and /dev/shm (warm pools, this harness's and others'). Never the
-    system's temporary folder or /, which hold what others need."""
-    folders = [SHARED_SCRATCH, job.root.parent, staging_dir(job).parent, *secret_dirs]
+    staging (other workers' staged writes), /dev/shm (warm pools, this harness's and others') and this
+    user's scratch home (every harness's cold jobs, `scratch_home`). Never the system's temporary folder
+    or /, which hold what others need."""
+    folders = [SHARED_SCRATCH, scratch_home(), job.root.parent, staging_dir(job).parent, *secret_dirs]
     never = {Path("/"), Path(tempfile.gettempdir())}
     return list(dict.fromkeys(str(f) for f in folders if f.is_dir() and f not in never))
 

@@ -60,6 +60,7 @@ from tools.supervise._spawn import (
 from tools.supervise.cpu_budget import cpu_env
 from tools.supervise.fork_server import Zygote
 from tools.supervise.integrity import HARNESS
+from tools.supervise.jobs import scratch_home
 from tools.supervise.locks import DeviceTurns, SharedExclusiveLock
 from tools.supervise.orphans import new_pool_folder
 from tools.supervise.truth_server import TruthServer
@@ -79,14 +80,15 @@ def warm_enabled() -> bool:
     return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def scratch_root() -> Path | None:
-    """tmpfs where it has room, else the default temporary folder (None)."""
+def scratch_root() -> Path:
+    """tmpfs where it has room, else this user's scratch home in the temporary folder (where a sealed worker
+    covers it as it covers /dev/shm: tools/supervise/jobs.py `scratch_home`)."""
     try:
         if SHM.is_dir() and os.access(SHM, os.W_OK) and shutil.disk_usage(SHM).free >= SHM_MIN_FREE:
             return SHM
     except OSError:
         pass
-    return None
+    return scratch_home()
 
 
 @dataclass

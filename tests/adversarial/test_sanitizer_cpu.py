@@ -1,9 +1,10 @@
 """The CPU sanitizer, as a user meets it: `agent bench PROBLEM KERNEL.py --sanitize` builds the candidate's
 C++ with ASan and UBSan, runs the problem's smallest correctness case with the ASan runtime preloaded, and
 turns a finding into a flag that makes the verdict incorrect. The exploit passes every correctness case,
-so without the sanitizer it is judged correct; the shipped baseline comes out clean.
+so without the sanitizer it is judged correct; the same C++ with its stray write switched off (the shipped
+baseline's code) comes out clean.
 
-Slow: each kernel's C++ is built twice (plain, then instrumented), ~50 s a build on 2 cores."""
+Slow: the kernel's C++ is built twice (plain, then instrumented), ~50-115 s a build on 2 cores."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ pytestmark = pytest.mark.slow
 def bench(kernel: Path, *flags: str) -> tuple[int, dict[str, object]]:
     env = {**os.environ, "NO_COLOR": "1"}
     if "--sanitize" in flags:
-        # Two ASan builds in the whole test run: the second would build a precompiled header for the ASan
-        # flags (~3 min on 2 cores) that nothing uses again. The plain builds keep the run's shared one.
+        # One ASan build in the whole test run: a precompiled header for the ASan flags (~3 min on 2 cores)
+        # would never be used again. The plain builds keep the run's shared one.
         env["KERNEL_AGENT_PCH"] = "0"
     done = subprocess.run(
         [sys.executable, "-m", "agent.cli", "bench", str(TINY), str(kernel), "--json", *flags],
@@ -70,12 +71,14 @@ def test_an_out_of_bounds_write_is_an_asan_flag_under_sanitize(oob: Path) -> Non
     )
 
 
-def test_the_honest_baseline_is_clean_under_asan(tmp_path: Path) -> None:
-    kernel = tmp_path / "baseline.py"
-    kernel.write_text(v.baseline())
+def test_the_baseline_with_its_stray_write_off_is_clean_under_asan(tmp_path: Path) -> None:
+    """The baseline's code, from the out-of-bounds kernel's C++ with its switch off: no false flag, and the
+    ASan build is the one the test above made (a second would cost ~70-115 s on 2 cores)."""
+    kernel = tmp_path / "baseline_stray_off.py"
+    kernel.write_text(v.oob_write(on=False))
     code, result = bench(kernel, "--sanitize")
     report = result["sanitizer"]
     assert isinstance(report, dict)
     assert report["status"] == "clean", report["message"]
     assert (code, result["status"], result["flags"]) == (0, "ok", [])
-    print(f"\nASan on the baseline: {report['seconds']:.1f} s (budget {report['budget_s']:.0f} s)")
+    print(f"\nASan on the baseline's code: {report['seconds']:.1f} s (budget {report['budget_s']:.0f} s)")

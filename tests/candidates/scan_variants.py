@@ -88,15 +88,31 @@ def cpp_syntax_error() -> str:
     return src.replace('name="scan_cpu_baseline"', 'name="scan_cpu_broken"')
 
 
-def oob_write() -> str:
+def oob_write(on: bool = True) -> str:
     """One float written just past a 16-float heap array the C++ allocates for itself: nothing visible
-    without ASan (glibc's chunk has room for it, the output stays right), a heap-buffer-overflow under it."""
+    without ASan (glibc's chunk has room for it, the output stays right), a heap-buffer-overflow under it.
+    The write sits behind a switch the Python sets after loading (`on`): both settings share one C++
+    source, so the CPU sanitizer's tests build it with ASan once; off, it is the baseline's code and clean."""
     src = replace(
         "  auto y = torch::empty_like(x);",
         "  auto y = torch::empty_like(x);\n"
-        "  float* scratch = new float[N];\n"
-        "  volatile float* slot = scratch;  // volatile: the store stays\n"
-        "  slot[N] = 0.f;  // one past the end\n"
-        "  delete[] scratch;",
+        "  if (g_stray_write) {\n"
+        "    float* scratch = new float[N];\n"
+        "    volatile float* slot = scratch;  // volatile: the store stays\n"
+        "    slot[N] = 0.f;  // one past the end\n"
+        "    delete[] scratch;\n"
+        "  }",
     )
-    return src.replace('name="scan_cpu_baseline"', 'name="scan_cpu_oob_write"')
+    for old, new in (
+        (
+            "static inline float softplus",
+            "static bool g_stray_write = false;\nvoid set_stray_write(bool on) { g_stray_write = on; }\n\nstatic inline float softplus",
+        ),
+        ('functions=["selective_scan"]', 'functions=["selective_scan", "set_stray_write"]'),
+        ('name="scan_cpu_baseline"', 'name="scan_cpu_oob_write"'),
+        ("\n\nclass ModelNew", f"\n_ext.set_stray_write({on})\n\n\nclass ModelNew"),
+    ):
+        if old not in src:
+            raise AssertionError(f"baseline.py lacks {old!r}: update oob_write")
+        src = src.replace(old, new, 1)
+    return src

@@ -54,6 +54,9 @@ from tools.wire import Building
 
 PLAYBACK = TESTS / "problems" / "scan_tiny_playback.yaml"
 NAIVE = REPO / "problems" / "selective_scan_cpu" / "trajectory" / "01_naive.py"
+TURN_ONE_S = (
+    15  # the show-follow test's first turn at least: its follower (a new interpreter) starts within it
+)
 
 
 def fresh(kernel_source: str) -> str:
@@ -451,14 +454,16 @@ def test_show_follow_refuses_a_single_turn(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_show_follow_watches_a_real_run_in_another_process(tmp_path: Path) -> None:
-    """`agent run` in one process (its first kernel a fresh build, so turn 1 runs a while), `agent show
+    """`agent run` in one process (its first kernel sleeps at import, so turn 1 runs a while), `agent show
     --follow` in another, started once the run exists: the follower prints the turns as they come and exits
-    at the end. The second kernel differs only in Python (its build is the first one's, from the cache): the
-    follower is running by then whatever it costs, and a second fresh build only made the test slower."""
-    first = fresh(NAIVE.read_text())
+    at the end. Both kernels are the naive one's C++, built once in this module (a fresh build to make turn
+    1 long cost 40-80 s on 2 cores); the second differs only in Python, without the sleep."""
+    naive = NAIVE.read_text()
     kernels = [tmp_path / "naive_1.py", tmp_path / "naive_2.py"]
-    kernels[0].write_text(first)
-    kernels[1].write_text(first + "\n# the same C++, edited in Python only\n")
+    kernels[0].write_text(
+        naive + f"\nimport time\n\ntime.sleep({TURN_ONE_S})  # the follower starts meanwhile\n"
+    )
+    kernels[1].write_text(naive + "\n# the same C++, edited in Python only\n")
     trajectory = tmp_path / "trajectory.yaml"
     steps = [
         {"text": "Naive first.", "tool_calls": [{"name": "benchmark", "kernel_file": str(kernels[0])}]},

@@ -148,7 +148,7 @@ def test_a_cpu_candidate_reuses_the_memory_it_frees(tiny: Problem, warm: WarmPoo
 LOADED_TRIES = 3  # evaluations beside the busy process, until one's interval meets the quiet one's
 
 
-@pytest.mark.slow
+@pytest.mark.long  # 60-125 s on 2 cores: a C++ build and 3-5 evaluations at the CPU problem's real size
 def test_the_cpu_demos_speedup_holds_beside_a_busy_process(warm: WarmPool) -> None:
     """The goal of timing on part of the host: before it, the demo's kernel benched 3.8-4.0x quiet and 2.1x
     beside one busy process on this 2-core machine (the reference, thousands of small parallel torch ops,

@@ -47,6 +47,7 @@ from agent.runlog.writer import RunLog, write_model
 from agent.views.follow import Follower, follow, follow_status_text
 from agent.views.live import BuildStep, Progress, RichDisplay, StatusLine, status_text
 from agent.views.run import ShowOptions
+from tests.candidates.scan_variants import baseline
 from tests.helpers import REPO, TESTS
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
@@ -54,9 +55,8 @@ from tools.wire import Building
 
 PLAYBACK = TESTS / "problems" / "scan_tiny_playback.yaml"
 NAIVE = REPO / "problems" / "selective_scan_cpu" / "trajectory" / "01_naive.py"
-TURN_ONE_S = (
-    15  # the show-follow test's first turn at least: its follower (a new interpreter) starts within it
-)
+# The show-follow test's first turn lasts at least this: its follower (a new interpreter) starts within it.
+TURN_ONE_S = 10
 
 
 def fresh(kernel_source: str) -> str:
@@ -456,17 +456,17 @@ def test_show_follow_refuses_a_single_turn(tmp_path: Path) -> None:
 def test_show_follow_watches_a_real_run_in_another_process(tmp_path: Path) -> None:
     """`agent run` in one process (its first kernel sleeps at import, so turn 1 runs a while), `agent show
     --follow` in another, started once the run exists: the follower prints the turns as they come and exits
-    at the end. Both kernels are the naive one's C++, built once in this module (a fresh build to make turn
-    1 long cost 40-80 s on 2 cores); the second differs only in Python, without the sleep."""
-    naive = NAIVE.read_text()
-    kernels = [tmp_path / "naive_1.py", tmp_path / "naive_2.py"]
+    at the end. Both kernels are the CPU baseline's C++, which the test run has built by then (a fresh build
+    to make turn 1 long cost 40-120 s on 2 cores); the second differs only in Python, without the sleep."""
+    base = baseline()
+    kernels = [tmp_path / "baseline_1.py", tmp_path / "baseline_2.py"]
     kernels[0].write_text(
-        naive + f"\nimport time\n\ntime.sleep({TURN_ONE_S})  # the follower starts meanwhile\n"
+        base + f"\nimport time\n\ntime.sleep({TURN_ONE_S})  # the follower starts meanwhile\n"
     )
-    kernels[1].write_text(naive + "\n# the same C++, edited in Python only\n")
+    kernels[1].write_text(base + "\n# the same C++, edited in Python only\n")
     trajectory = tmp_path / "trajectory.yaml"
     steps = [
-        {"text": "Naive first.", "tool_calls": [{"name": "benchmark", "kernel_file": str(kernels[0])}]},
+        {"text": "Baseline first.", "tool_calls": [{"name": "benchmark", "kernel_file": str(kernels[0])}]},
         {"text": "Again.", "tool_calls": [{"name": "benchmark", "kernel_file": str(kernels[1])}]},
         {"text": "Done."},
     ]

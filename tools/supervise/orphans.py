@@ -21,10 +21,10 @@ PREFIX = "kagent-warm-"
 ALIVE = ".alive"  # the file each live pool holds locked
 
 
-def new_pool_folder(parent: Path | None) -> tuple[Path, int]:
-    """This process's pool folder under `parent` (None: the default temporary folder), made after removing
-    what killed harnesses left there, and the descriptor that holds it alive (close it when the folder goes)."""
-    sweep_orphans(parent or Path(tempfile.gettempdir()))
+def new_pool_folder(parent: Path) -> tuple[Path, int]:
+    """This process's pool folder under `parent`, made after removing what killed harnesses left there, and
+    the descriptor that holds it alive (close it when the folder goes)."""
+    sweep_orphans(parent)
     root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=parent))
     return root, hold_alive(root)
 

@@ -58,7 +58,12 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
             model(x)
         torch.cuda.synchronize()
     events = sorted(prof.events(), key=lambda e: e.time_range.start)
-    gpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    # kernels and copies only: torch 2.11 puts the record_function range on the device's timeline too
+    gpu = [
+        e
+        for e in events
+        if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False)
+    ]
     t0 = gpu[0].time_range.start if gpu else 0
     rows = [
         {

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tools.worker.usage import classify_kernel
+from tools.launches import REGION
+from tools.worker.usage import DeviceEvent, classify_kernel, tally_kernels
 
 OWN = {"ss09_chunk", "ss09_split"}
 
@@ -45,3 +46,27 @@ def test_an_own_kernel_named_like_a_library_one_is_still_own() -> None:
     """A candidate that names its kernel nvjet_* or *gemm* gains nothing: its own names are matched first,
     and own time is what the policy asks for anyway."""
     assert classify_kernel("nvjet_fake_scan(float*)", {"nvjet_fake_scan"}) == "own"
+
+
+def test_annotations_on_the_device_timeline_are_not_kernels() -> None:
+    """torch 2.11 on an H100 (2026-12-07) put the forward's record_function range on the device timeline,
+    0.43 ms over the 0.40 ms of kernels inside it: counted, it read as 52-69 % "other" library time and
+    flagged every honest CUDA candidate `library_policy`. A candidate's own record_function ranges are
+    annotations too: neither counts."""
+    events = [
+        DeviceEvent(REGION, 0.435, True),
+        DeviceEvent("my_range", 0.2, True),
+        DeviceEvent(REGION, 0.435, False),  # the name alone is enough, should the flag be missing
+        DeviceEvent("void ss09_chunk<true>(float const*)", 0.185, False),
+        DeviceEvent("nvjet_sm90_hss_176x128_64x5_1x2_h_bz_TNN", 0.141, False),
+        DeviceEvent("ss09_split(float const*)", 0.077, False),
+    ]
+    usage = tally_kernels(events, OWN)
+    assert usage["own_calls_per_forward"] == 2
+    assert usage["own_share"] == pytest.approx(0.262 / 0.403)
+    assert usage["library_share"] == {"gemm": pytest.approx(0.141 / 0.403)}
+    assert [name for name, _, _ in usage["top_kernels"]] == [
+        "void ss09_chunk<true>(float const*)",
+        "nvjet_sm90_hss_176x128_64x5_1x2_h_bz_TNN",
+        "ss09_split(float const*)",
+    ]

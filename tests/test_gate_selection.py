@@ -28,40 +28,54 @@ GATE = {
 }
 
 
-def collected(*args: str) -> set[str]:
+def collected(*args: str) -> dict[str, set[str]]:
+    """The tests a child pytest selects with `args`, each with its markers (one collection, several questions)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "-p", "tests.helpers.collected_markers", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    return {line.strip() for line in proc.stdout.splitlines() if "::" in line}
+    marked = [line.split(" ")[1:] for line in proc.stdout.splitlines() if line.startswith("MARKED ")]
+    return {node: set(names.split(",")) for node, names in marked}
+
+
+def gated(tests: dict[str, set[str]]) -> set[str]:
+    return {node for node, marks in tests.items() if "gate" in marks}
 
 
 @pytest.fixture(scope="module")
-def gpu_tests() -> set[str]:
+def gpu_tests() -> dict[str, set[str]]:
     return collected("-m", "gpu", "tests")
 
 
-@pytest.mark.slow  # collects the whole suite in a child pytest, 7-20 s a collection
-def test_the_gate_runs_exactly_the_tests_that_cover_its_checks() -> None:
-    assert collected("-m", "gpu and gate", "tests") == set(GATE.values())
+@pytest.fixture(scope="module")
+def gpu_folder() -> dict[str, set[str]]:
+    """What the gate and PART=1 collect: bench/h200_gate.sh and bench/h200_tier.sh name only this folder."""
+    return collected("-m", "gpu", "tests/adversarial/gpu")
+
+
+@pytest.mark.slow  # collects in child pytests, 7-20 s a whole-suite collection
+def test_the_gate_runs_exactly_the_tests_that_cover_its_checks(
+    gpu_tests: dict[str, set[str]], gpu_folder: dict[str, set[str]]
+) -> None:
+    assert gated(gpu_tests) == set(GATE.values())
     # The gate collects only this folder (bench/h200_gate.sh): a gate test elsewhere would be left out.
-    assert collected("-m", "gpu and gate", "tests/adversarial/gpu") == set(GATE.values())
+    assert gated(gpu_folder) == set(GATE.values())
     assert "tests/adversarial/gpu > " in (REPO / "bench" / "h200_gate.sh").read_text()
 
 
-@pytest.mark.slow  # collects the whole suite in a child pytest, 7-20 s a collection
-def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(gpu_tests: set[str]) -> None:
+@pytest.mark.slow  # collects in child pytests, 7-20 s a whole-suite collection
+def test_the_two_parts_of_the_gpu_tier_run_every_gpu_test_once(
+    gpu_tests: dict[str, set[str]], gpu_folder: dict[str, set[str]]
+) -> None:
     """bench/h200_tier.sh: PART=1 is tests/adversarial/gpu, PART=2 every other gpu-marked test."""
-    part1 = collected("-m", "gpu", "tests/adversarial/gpu")
-    part2 = collected("-m", "gpu", "tests", "--ignore=tests/adversarial/gpu")
+    part1 = set(gpu_folder)
+    part2 = set(collected("-m", "gpu", "tests", "--ignore=tests/adversarial/gpu"))
     assert part1
     assert part2
     assert part1.isdisjoint(part2)
-    assert part1 | part2 == gpu_tests
+    assert part1 | part2 == set(gpu_tests)
 
 
 @pytest.mark.parametrize(

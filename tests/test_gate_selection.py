@@ -36,7 +36,12 @@ def collected(*args: str) -> dict[str, set[str]]:
         cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    marked = [line.split(" ")[1:] for line in proc.stdout.splitlines() if line.startswith("MARKED ")]
+    # the markers are the last word: a parametrised node id may hold spaces
+    marked = [
+        line.removeprefix("MARKED ").rsplit(" ", 1)
+        for line in proc.stdout.splitlines()
+        if line.startswith("MARKED ")
+    ]
     return {node: set(names.split(",")) for node, names in marked}
 
 

@@ -18,7 +18,8 @@
 #             candidates an hour and against N=1, the truth servers' busy share, overlapping timing leases (must
 #             be 0), verdicts other than ok (must be 0: every scripted candidate is correct), where each truth
 #             came from, the host time to the first launch. SCALE_N (default 1,2,4), SCALE_CANDIDATES (16),
-#             SHARE ("off on"), SCALE_S (seconds a mode, 290).
+#             SHARE ("off on"), SCALE_S (seconds a mode, 290), SCALE_EVALS (evaluations a GPU takes at once,
+#             each N>1 at each, e.g. "2,4"; default the leases' own).
 # Each step has its own time limit; every finished row is already in $OUT when a later step runs out of time.
 # Writes to $OUT: throughput.md (the tables), throughput.jsonl (one object per configuration, with date and
 # hardware), parallel_run.txt and parallel_run.tar.gz, timeline.{txt,json}, eval_phases.{txt,json},
@@ -84,7 +85,7 @@ cached_candidates(load_problem('problems/selective_scan.yaml'), 1)" 2>&1 | grep 
   step_done scale_builds
   for mode in ${SHARE:-off on}; do
     timeout ${SCALE_S:-290} python3 bench/timeline.py problems/selective_scan.yaml --parallel ${SCALE_N:-1,2,4} \
-      --candidates ${SCALE_CANDIDATES:-16} --cached --share-truth $mode --json "$OUT/scale_$mode.json" \
+      --candidates ${SCALE_CANDIDATES:-16} --cached --share-truth $mode ${SCALE_EVALS:+--evals-per-gpu $SCALE_EVALS} --json "$OUT/scale_$mode.json" \
       --summary "$OUT/scale_summary_$mode.json" 2>&1 | grep -v Warning | tee "$OUT/scale_$mode.txt" | grep -E "^N=|overlapping"
   done
   python3 - "$OUT" <<'PY' | tee -a "$OUT/scale.txt"
@@ -94,10 +95,11 @@ rows = [r for mode in ("off", "on") if (out / f"scale_summary_{mode}.json").is_f
         for r in json.loads((out / f"scale_summary_{mode}.json").read_text())]
 (out / "throughput_summary.json").write_text(json.dumps(rows, indent=1))
 for r in rows:
-    print(f"shared truth {r['share_truth']:>3} N={r['parallel']}: {r['per_hour']}/h (x{r['x_one']} of N=1), "
+    print(f"shared truth {r['share_truth']:>3} N={r['parallel']} ({r.get('evals_per_gpu')} a GPU): {r['per_hour']}/h (x{r['x_one']} of N=1), "
           f"truth servers busy {r['truth_busy_pct']}%, device idle {r['device_idle_pct']}%, "
           f"timing leases overlapping {r['timing_lease_overlaps']}, not ok {r['not_ok']} of {r['candidates']}, "
-          f"truth {r['truth_sources']}, first launch {r['first_launch_ms_median']} ms")
+          f"truth {r['truth_sources']}, first launch {r['first_launch_ms_median']} ms, "
+          f"device memory peak {r['device_memory_peak_mib']} MiB")
 PY
   step_done scale
 fi

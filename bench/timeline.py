@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from agent.execution.executor import KernelJob  # noqa: E402
+from agent.execution.executor import KernelJob, LeasedExecutor  # noqa: E402
+from agent.execution.leases import Leases  # noqa: E402
 from agent.runlog.data import lease_spans, overlapping_leases  # noqa: E402
 from agent.runlog.events import LeaseEvent  # noqa: E402
 from bench.throughput import (  # noqa: E402
@@ -44,7 +45,6 @@ from bench.throughput import (  # noqa: E402
     cached_candidates,
     candidates,
     hardware,
-    make_executor,
     settle,
     warm_up,
 )
@@ -258,9 +258,14 @@ class PeakMemory:
 
 
 def measure(
-    problem: Problem, parallel: int, codes: list[str], think: float, gpus: list[int] | None
+    problem: Problem,
+    parallel: int,
+    codes: list[str],
+    think: float,
+    gpus: list[int] | None,
+    per_gpu: int | None = None,
 ) -> dict[str, Any]:
-    executor = make_executor("local", gpus, None)
+    executor = LeasedExecutor(Leases(gpus, per_gpu=per_gpu))
     warm_up_s = warm_up(problem, executor, codes, parallel)
     settle(problem, gpus)
     leases: list[LeaseEvent] = []
@@ -298,6 +303,7 @@ def measure(
     wall = time.monotonic() - t0
     return {
         "parallel": parallel,
+        "evals_per_gpu": executor.leases.gpu_pool.per_gpu if executor.leases.gpu_pool else None,
         "warm_up_s": warm_up_s,
         "candidates": len(evaluations),
         "correct": int(sum(p["ok"] for p in phases)),
@@ -319,7 +325,7 @@ def measure(
 
 
 SUMMARY_KEYS = (
-    "share_truth", "parallel", "candidates", "correct", "wall_s", "per_hour", "x_one", "truth_busy_pct",
+    "share_truth", "evals_per_gpu", "parallel", "candidates", "correct", "wall_s", "per_hour", "x_one", "truth_busy_pct",
     "device_exclusive_pct", "device_shared_only_pct", "device_idle_pct", "timing_lease_overlaps", "truth_sources",
     "first_launch_ms_median", "device_memory_peak_mib", "warm_up_s",
 )  # fmt: skip
@@ -327,6 +333,7 @@ SUMMARY_KEYS = (
 
 def compact(row: dict[str, Any], rows: list[dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
     """One configuration's figures for the summary: candidates an hour against the same mode's N=1 (`x_one`)."""
+    # N=1 holds one evaluation in flight whatever a GPU takes: any of the mode's N=1 rows is its baseline
     one = next((r for r in rows if r["parallel"] == 1 and r["share_truth"] == row["share_truth"]), None)
     x_one = round(row["per_hour"] / one["per_hour"], 2) if one and one["per_hour"] else None
     figures = {k: row.get(k) for k in SUMMARY_KEYS if k != "x_one"}
@@ -348,6 +355,11 @@ def main(argv: list[str] | None = None) -> int:
         help="off, on or off,on: input sets shared between candidates (each N)",
     )
     p.add_argument("--summary", type=Path, help="write one compact object per configuration here (JSON)")
+    p.add_argument(
+        "--evals-per-gpu",
+        default="",
+        help="evaluations a GPU takes at once, e.g. 2,4 (each N>1 at each; default: the leases' own number)",
+    )
     args = p.parse_args(argv)
     problem = load_problem(args.problem)
     gpus = [0] if problem.spec.device == "cuda" else None
@@ -355,19 +367,23 @@ def main(argv: list[str] | None = None) -> int:
     info = hardware(problem, gpus)
     rows: list[dict[str, Any]] = []
     summary_rows: list[dict[str, Any]] = []
+    per_gpu: list[int | None] = [int(k) for k in args.evals_per_gpu.split(",") if k.strip()] or [None]
     configurations = [
-        (mode, int(n)) for mode in args.share_truth.split(",") for n in args.parallel.split(",")
+        (mode, int(n), k)
+        for mode in args.share_truth.split(",")
+        for n in args.parallel.split(",")
+        for k in (per_gpu if int(n) > 1 else per_gpu[:1])  # N=1 has one evaluation in flight at any number
     ]
-    for mode, n in configurations:
+    for mode, n, k in configurations:
         os.environ[SHARE_ENV] = "1" if mode == "on" else "0"
         codes = shared or candidates(problem, args.candidates, f"timeline-{time.time_ns()}-n{n}")
-        row = {**measure(problem, n, codes, args.think, gpus), "share_truth": mode}
+        row = {**measure(problem, n, codes, args.think, gpus, k), "share_truth": mode}
         rows.append(row)
         summary_rows.append(compact(row, rows, info))
         if args.summary:  # after each configuration: what finished is kept where a later one runs out of time
             args.summary.write_text(json.dumps(summary_rows, indent=1))
         print(
-            f"N={n}, shared truth {mode}: {row['candidates']} candidates ({row['correct']} ok) in {row['wall_s']} s = {row['per_hour']}/h; "
+            f"N={n}, shared truth {mode}, {row['evals_per_gpu']} a GPU: {row['candidates']} candidates ({row['correct']} ok) in {row['wall_s']} s = {row['per_hour']}/h; "
             f"device exclusive {row['device_exclusive_pct']}%, shared only {row['device_shared_only_pct']}%, "
             f"idle {row['device_idle_pct']}%; truth servers busy {row['truth_busy_pct']}% "
             f"({row['truth_request_s']} s of requests); a candidate alive {row['candidate_alive_pct']}%; "

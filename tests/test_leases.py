@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from agent.execution.executor import KernelJob, LeasedExecutor
-from agent.execution.leases import Leases
+from agent.execution.leases import EVALS_ENV, EVALUATIONS_PER_GPU, Leases, evaluations_per_gpu
 from agent.runlog.data import LeaseSpan, lease_spans, overlapping_leases
 from agent.runlog.events import LeaseEvent
 from tests.helpers import TINY
@@ -131,6 +131,23 @@ def test_two_evaluations_share_a_gpu_but_never_its_timed_loops() -> None:
     told = [e for e in events if e.kind == "timing"]
     assert {e.trajectory for e in told} == {1, 2, 3}
     assert all(e.resource == "gpu0" and e.kernel_path is None for e in told)
+
+
+def test_a_gpu_takes_the_evaluations_the_environment_asks_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(EVALS_ENV, raising=False)
+    monkeypatch.delenv("KERNEL_AGENT_WARM", raising=False)
+    assert evaluations_per_gpu() == EVALUATIONS_PER_GPU
+    monkeypatch.setenv(EVALS_ENV, "3")
+    pool = Leases(gpus=[0]).gpu_pool
+    assert pool is not None
+    assert pool.per_gpu == 3
+    monkeypatch.setenv("KERNEL_AGENT_WARM", "0")  # the cold path has no device lock: one a GPU
+    assert evaluations_per_gpu() == 1
+    monkeypatch.delenv("KERNEL_AGENT_WARM")
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(EVALS_ENV, bad)
+        with pytest.raises(ValueError, match=EVALS_ENV):
+            evaluations_per_gpu()
 
 
 def test_cpu_timing_never_overlaps_a_compile() -> None:

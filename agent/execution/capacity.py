@@ -43,15 +43,15 @@ class Machine:
 
     @classmethod
     def here(cls, device: str, gpus: list[int] | None) -> Machine:
-        from agent.execution.leases import EVALUATIONS_PER_GPU, cpu_cores
+        from agent.execution.leases import cpu_cores, evaluations_per_gpu
         from tools.envinfo import nvidia_smi
         from tools.judge import MAX_SHARED_USES, share_enabled
 
         cuda = device == "cuda"
         smi = nvidia_smi() if cuda and gpus else None
         memory = _gib(smi.get("memory", "")) if smi else None
-        # a set serves the evaluations in flight together: at most EVALUATIONS_PER_GPU of them on one GPU
-        uses = min(MAX_SHARED_USES, EVALUATIONS_PER_GPU) if share_enabled() else 1
+        # a set serves the evaluations in flight together: at most evaluations_per_gpu() of them on one GPU
+        uses = min(MAX_SHARED_USES, evaluations_per_gpu()) if share_enabled() else 1
         return cls(
             cores=cpu_cores(), gpus=len(gpus or []) if cuda else 0, gpu_memory_gib=memory, truth_uses=uses
         )

@@ -83,10 +83,26 @@ class GpuPool:
                 self._cond.notify_all()
 
 
-EVALUATIONS_PER_GPU = 2
+EVALUATIONS_PER_GPU = 4
 """Evaluations in flight on one GPU with warm workers: their timed loops take the device alone, in turn
-(tools/supervise/locks.py), while one's truth, checks and judging run beside the other's. The cold path
-has no such lock: one evaluation a GPU there."""
+(tools/supervise/locks.py), while the others' truth, checks, judging and candidates' correctness cases run
+beside each other. At two a GPU, four trajectories ran no faster than two (H100, 340a5cf, 2026-12-07: 1615
+and 1670 an hour): two of them always waited for this lease. The cold path has no such lock: one
+evaluation a GPU there. `KERNEL_AGENT_EVALS_PER_GPU` sets another number."""
+EVALS_ENV = "KERNEL_AGENT_EVALS_PER_GPU"
+
+
+def evaluations_per_gpu() -> int:
+    """Evaluations one GPU takes at once: `KERNEL_AGENT_EVALS_PER_GPU` where set (a whole number >= 1), else
+    `EVALUATIONS_PER_GPU` with warm workers and 1 without (the cold path has no device lock)."""
+    if not warm_enabled():
+        return 1
+    raw = os.environ.get(EVALS_ENV, "").strip()
+    if not raw:
+        return EVALUATIONS_PER_GPU
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{EVALS_ENV}={raw!r}: a whole number >= 1, the evaluations one GPU takes at once")
+    return int(raw)
 
 
 EventSink = Callable[[LeaseEvent], None]
@@ -99,7 +115,7 @@ class Leases:
         self, gpus: list[int] | None, compile_slots: int | None = None, per_gpu: int | None = None
     ) -> None:
         if per_gpu is None:
-            per_gpu = EVALUATIONS_PER_GPU if warm_enabled() else 1
+            per_gpu = evaluations_per_gpu()
         self.gpu_pool = GpuPool(gpus, per_gpu) if gpus else None
         self.compile_slots = compile_slots or cpu_cores()
         self._compile_pool = threading.BoundedSemaphore(self.compile_slots)

@@ -125,6 +125,15 @@ class Standings:
             if record is not None:
                 write(record)
 
+    def drop(self, kernel_paths: set[str]) -> None:
+        """Forget these kernels (the red team's caught attacks): never re-checked, never the best. Where the
+        best is one of them, the best is the highest ranked of the rest, or none."""
+        with self.lock:
+            self.candidates = [c for c in self.candidates if c.kernel_path not in kernel_paths]
+            if self.best is not None and self.best.kernel_path in kernel_paths:
+                rest = sorted(self.candidates, key=lambda c: -c.rank)
+                self.best = rest[0] if rest else None
+
     @property
     def best_record(self) -> BestRecord | None:
         """The best with the benchmark that chose it (after the re-check: the winner's)."""

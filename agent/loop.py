@@ -50,13 +50,13 @@ class Agent(RunHandle):
         except Exception as exc:  # a harness bug: the log is ended, then it surfaces
             self.end(ModelError(f"harness error: {type(exc).__name__}: {exc}"))
             raise
-        outcome = self.after_recheck(settle(outcome, self.standings, self.setup, self, self.state.turn))
+        outcome = self.finish(outcome)
         self.end(outcome)
         return outcome
 
-    def after_recheck(self, outcome: AgentExit) -> AgentExit:
-        """What runs between the final re-check and the summary: nothing here (the red team re-judges)."""
-        return outcome
+    def finish(self, outcome: AgentExit) -> AgentExit:
+        """What runs between the loop and the summary: the final re-check (the red team re-judges first)."""
+        return settle(outcome, self.standings, self.setup, self, self.state.turn)
 
     def loop(self) -> AgentExit:
         """Steps until an exit, which it returns. A harness bug is recorded as data, then raised."""

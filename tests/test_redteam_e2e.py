@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from agent.redteam.cases import CANDIDATE, read_case
-from agent.runlog.events import AttackEvent, RejudgeEvent, RunInfo
-from agent.runlog.reader import read_events
+from agent.runlog.events import AttackEvent, BestEvent, RejudgeEvent, RunInfo, ToolCallEvent
+from agent.runlog.reader import load_run, read_events
 from tests.helpers import REPO
 
 pytestmark = pytest.mark.slow
@@ -65,6 +65,19 @@ def test_every_attack_is_named_judged_and_rejudged(
     assert {a: (e.first_status, e.outcome) for a, e in rejudged.items()} == EXPECTED
     report = json.loads(done.stdout)
     assert [r["attack"] for r in report["rejudged"]] == list(EXPECTED)
+
+
+def test_a_caught_attack_is_never_re_checked_or_crowned(
+    redteam_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
+    """The re-judge comes before the final re-check, which measures only escapes: none here, so no best."""
+    run_dir, _ = redteam_run
+    events = read_events(run_dir)
+    assert not [e for e in events if isinstance(e, ToolCallEvent) and e.name == "final_recheck"]
+    assert not [e for e in events if isinstance(e, BestEvent) and e.final]
+    assert not (run_dir / "best.py").exists()
+    run = load_run(run_dir)
+    assert (run.best_kernel, run.best_speedup) == (None, None)  # the attack crowned in the loop is withdrawn
 
 
 def test_the_escape_is_written_as_a_case_and_matches_the_promoted_one(

@@ -110,7 +110,7 @@ def handle(args: argparse.Namespace) -> int:
 
         console.print(redteam_summary(agent.rejudged))
         console.print(final_panel(agent, str(outcome), outcome.status))
-        code = exits.run_exit_code(outcome, agent.standings.best is not None)
+        code = outcome.exit_code  # no best is what a red-team run hopes for: every attack caught
     if args.json:
         rejudged = [e.model_dump(mode="json") for e in agent.rejudged]
         print(json.dumps(run_json(agent.log.dir, code) | {"rejudged": rejudged}), file=sys.stdout, flush=True)

@@ -9,12 +9,12 @@ Each resource's cap, from how evaluations use it (agent/execution/leases.py, too
 * GPUs (a CUDA problem): one timing lease per GPU at a time; an evaluation holds it about a third of its
   time (H200, 683690c: timed loops 31 % of the wall with two in flight), so three keep it busy and a fourth
   trajectory thinks or compiles; none visible: one trajectory, whose evaluations say `no_device`;
-* GPU memory: two evaluations in flight with their truth servers took up to 55.6 GiB on the selective scan
-  (H200, 2026-12-05c); a GPU with less takes one trajectory;
+* GPU memory: four evaluations in flight with three truth servers took up to 59.7 GiB on the selective scan
+  (H100, b391d45, 2026-12-07; two took 55.6 GiB on the H200, 2026-12-05c); a GPU with less takes one trajectory;
 * truth: each evaluation's input set and float64 truth; at two trajectories a GPU the truth servers were
   ~97 % busy (H200, 683690c), so two a GPU, unless input sets are shared between candidates' evaluations
   (`KERNEL_AGENT_SHARE_TRUTH=1`, tools/judge/_share.py): a set then serves the evaluations in flight
-  together, two a GPU (agent/execution/leases.py `EVALUATIONS_PER_GPU`), so four a GPU.
+  together (agent/execution/leases.py `evaluations_per_gpu`, four by default), so up to eight a GPU.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from agent.runlog.events import ParallelChoice, ParallelLimit
 TRAJECTORIES_PER_GPU = 4
 CPU_HOST_TRAJECTORIES = 2
 TRUTH_TRAJECTORIES_PER_GPU = 2  # with a truth made for every evaluation
-POOL_PEAK_GIB = 55.6
+POOL_PEAK_GIB = 59.7
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def limits(device: str, machine: Machine) -> list[ParallelLimit]:
     )  # fmt: skip
     memory = machine.gpu_memory_gib
     if memory is not None and memory < POOL_PEAK_GIB:
-        why = f"{memory:.0f} GiB a GPU: two evaluations in flight took up to {POOL_PEAK_GIB} GiB (selective scan)"
+        why = f"{memory:.0f} GiB a GPU: four evaluations in flight took up to {POOL_PEAK_GIB} GiB (selective scan)"
         caps.append(ParallelLimit(resource="gpu_memory", most=gpus, why=why))
     most = TRUTH_TRAJECTORIES_PER_GPU * machine.truth_uses * gpus
     why = (

@@ -1,9 +1,11 @@
 """`RedTeamAgent`: `agent run`'s loop (the same tools, budgets and providers), which also records the attack
-each candidate names (`AttackEvent`, after its tool call) and, once the loop and the final re-check are
-done and before the run's summary, re-judges every benchmarked candidate (`RejudgeEvent`s)."""
+each candidate names (`AttackEvent`, after its tool call) and, once the loop is done, re-judges every
+benchmarked candidate (`RejudgeEvent`s) before the final re-check, which then measures only the escapes: a
+red-team run's best is an attack both judgements accepted, or none."""
 
 from __future__ import annotations
 
+from agent.best import write_best
 from agent.conversation import State
 from agent.execution.executor import KernelJob
 from agent.execution.interrupts import raised_by_ctrl_c
@@ -38,10 +40,20 @@ class RedTeamAgent(Agent):
             )
         return event
 
-    def after_recheck(self, outcome: AgentExit) -> AgentExit:
-        """The re-judge, between the final re-check and the summary (an interrupted run skips it; one
-        interrupted while re-judging ends Interrupted, its summary written all the same)."""
-        return outcome if isinstance(outcome, Interrupted) else self.rejudge(outcome)
+    def finish(self, outcome: AgentExit) -> AgentExit:
+        """The re-judge, then the final re-check of the escapes only (an interrupted run skips both; one
+        interrupted while re-judging ends Interrupted, its summary written all the same). A caught attack
+        is never crowned: where none escaped, the run has no best and best.py is removed."""
+        if isinstance(outcome, Interrupted):
+            return super().finish(outcome)
+        outcome = self.rejudge(outcome)
+        if isinstance(outcome, Interrupted):
+            return outcome
+        self.standings.drop({e.kernel_path for e in self.rejudged if e.outcome != "escaped"})
+        if self.standings.best is None and self.standings.best_record is not None:
+            self.log.remove_best()
+            self.standings.crown(None, write_best(self.log, self.record))
+        return super().finish(outcome)
 
     def rejudge(self, outcome: AgentExit) -> AgentExit:
         """Each benchmarked candidate judged again, its event recorded as it is made. A harness fault in the

@@ -223,28 +223,35 @@ class RunData:
         return [e for e in self.events if isinstance(e, BestEvent)]
 
     @property
+    def _best_withdrawn(self) -> bool:
+        """An ended run without best.json: its final re-check (or the red team's re-judge) withdrew the best
+        its events name, so none of them is the run's best."""
+        return self.summary is not None and self.best is None
+
+    @property
     def best_speedup(self) -> float | None:
         if self.summary and self.summary.best_speedup is not None:
             return self.summary.best_speedup
         if self.best:
             return self.best.speedup
+        if self._best_withdrawn:
+            return None
         return max((e.speedup for e in self.best_events), default=None)
 
     @property
     def best_kernel(self) -> TimedKernel | None:
-        """The best as recorded (best.json, else the last best event): its headline and eager speedup."""
+        """The best as recorded (best.json, else, in a run still going, the last best event): its headline
+        and eager speedup."""
         if self.best:
             return self.best
-        events = self.best_events
+        events = [] if self._best_withdrawn else self.best_events
         return events[-1] if events else None
 
     @property
     def best_kernel_path(self) -> str | None:
         """The winning candidate's own file (e.g. kernels/004.py)."""
-        if self.best:
-            return self.best.kernel_path
-        events = self.best_events
-        return events[-1].kernel_path if events else None
+        best = self.best_kernel
+        return best.kernel_path if best else None
 
     @property
     def parallel(self) -> bool:

@@ -13,6 +13,8 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tools import pysource
+
 SizeValue = int | float | tuple[int | float, ...]
 """What a module constant may be overridden with: an int, a float, or a tuple of them."""
 
@@ -155,7 +157,7 @@ def refusal(tree: ast.Module, pins: dict[str, SizeValue]) -> str | None:
 
 def execute(source: str, filename: str, pins: dict[str, SizeValue], namespace: dict[str, Any]) -> None:
     """Run the module's source in `namespace` with `pins` in place of its own assignments to them."""
-    tree = ast.parse(source, filename=filename)
+    tree = pysource.parse_module(source, filename)
     if why := refusal(tree, pins):
         raise ValueError(why)
     namespace.update(pins)
@@ -177,7 +179,7 @@ def parse_size(text: str) -> tuple[str, SizeValue]:
     if not sep or not name.strip().isidentifier():
         raise ValueError(f"expected NAME=VALUE, got {text!r}")
     try:
-        value = ast.literal_eval(raw.strip())
+        value = pysource.literal(raw.strip())
     except (ValueError, SyntaxError) as exc:
         raise ValueError(f"{name}: {raw!r} is not a number or a tuple of numbers") from exc
     try:
@@ -221,7 +223,7 @@ def size_expression(expr: str, sizes: Mapping[str, SizeValue]) -> float:
         raise ValueError(f"not allowed in a size expression: {ast.unparse(node)!r}")
 
     try:
-        tree = ast.parse(expr, mode="eval")
+        tree = pysource.parse_expression(expr)
     except SyntaxError as exc:
         raise ValueError(f"does not parse: {exc.msg}") from exc
     return value(tree.body)

@@ -16,7 +16,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tools import host, kbfile
+from tools import host, kbfile, pysource
 from tools.kbfile import SizeValue, size_expression
 
 
@@ -300,7 +300,7 @@ class Problem(BaseModel):
 
     def sizes_of(self, item: Case | TimingShape) -> dict[str, SizeValue]:
         """Every constant's value in a case or shape, derived ones recomputed from its pins."""
-        tree = ast.parse(self.reference_source)
+        tree = pysource.parse_module(self.reference_source)
         return {**kbfile.constants(tree, self.pins(item)), **self.pins(item)}
 
     def smallest_case(self) -> Case:
@@ -316,7 +316,7 @@ class Problem(BaseModel):
 def module_size_constants(source: str, filename: str) -> dict[str, SizeValue]:
     """Module-level constants of a KernelBench file and their values (tools/kbfile.py)."""
     try:
-        tree = ast.parse(source, filename=filename)
+        tree = pysource.parse_module(source, filename)
     except SyntaxError as exc:
         raise ProblemError(f"{filename}: reference does not parse: {exc}") from exc
     names = {node.name for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)}
@@ -335,7 +335,7 @@ def _format_validation_error(path: Path, exc: ValidationError) -> str:
 
 
 def _check_sizes(path: Path, spec: ProblemSpec, source: str) -> None:
-    tree = ast.parse(source)
+    tree = pysource.parse_module(source)
     if spec.sizes and (why := kbfile.refusal(tree, spec.sizes)):
         raise ProblemError(f"{path}: sizes: {why}")
     for group, items in (("correctness", spec.correctness), ("timing", spec.timing)):

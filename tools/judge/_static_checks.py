@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from tools import pysource
 from tools.results import Flag
 
 
@@ -227,7 +228,7 @@ class _Checker(ast.NodeVisitor):
 def check_source(source: str) -> tuple[list[Flag], str | None]:
     """(flags, syntax error message or None)."""
     try:
-        tree = ast.parse(source, filename="kernel.py")
+        tree = pysource.parse_module(source, "kernel.py")
     except SyntaxError as exc:
         return [], f"kernel.py line {exc.lineno}: {exc.msg}"
     checker = _Checker()

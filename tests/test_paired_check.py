@@ -3,8 +3,11 @@ reference, timed again briefly beside the candidate, agrees with it. Real worker
 
 from __future__ import annotations
 
+import json
 import math
+import time
 from collections.abc import Iterator
+from typing import Any, cast
 
 import pytest
 
@@ -13,7 +16,16 @@ from tools import benchmark
 from tools.cache import cache_root
 from tools.cache.reference_times import MAX_CACHED_REFERENCE_RSE, ReferenceTimes
 from tools.figures import finish
-from tools.judge._paired import MIN_DRIFT, agrees, settle, slowed_by_host
+from tools.judge import _paired
+from tools.judge._paired import (
+    FRESH_WINDOW_S,
+    MIN_DRIFT,
+    agrees,
+    check_cached_reference,
+    pooled_without_check,
+    settle,
+    slowed_by_host,
+)
 from tools.judge._ratio import speedup_interval, too_wide
 from tools.problem import Problem
 from tools.results import BenchResult, TimingStats
@@ -334,3 +346,76 @@ def test_before_three_quiet_windows_a_check_settles_as_before(
     assert primary.reference is not None
     assert primary.reference.windows is None
     assert ReferenceTimes(tiny, result.env).windows(tiny.primary) == [104.0]
+
+
+def on_a_devices_clock(result: BenchResult) -> BenchResult:
+    """`result` (the tiny CPU problem's) as if its candidate had been timed by a device's clock."""
+    timings = [t.model_copy() for t in result.timings]
+    primary = next(t for t in timings if t.primary)
+    assert primary.candidate is not None
+    primary.candidate = primary.candidate.model_copy(update={"clock": "cuda_event"})
+    return result.model_copy(update={"timings": timings})
+
+
+def age_newest_window(tiny: Problem, result: BenchResult, seconds: float | None) -> None:
+    """The cache's time of the newest window moved `seconds` into the past (None: removed, as in a cache
+    written before that time was kept)."""
+    path = cache_root() / "reference_times.json"
+    data = json.loads(path.read_text())
+    key = f"{ReferenceTimes(tiny, result.env).prefix}|{tiny.primary.name}|windows_at"
+    if seconds is None:
+        del data[key]
+    else:
+        data[key] = time.time() - seconds
+    path.write_text(json.dumps(data))
+
+
+def test_while_the_newest_window_is_fresh_the_reference_is_not_timed_again(
+    tiny: Problem, warm: WarmPool, kept_cache: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an H100 the check held the device alone 0.425 s of an evaluation's 0.675 s (2026-12-07), and from
+    three quiet windows on it only adds itself to them: while the newest is younger than FRESH_WINDOW_S the
+    speedup divides the windows as they are, and the note says why nothing was timed."""
+    checks: list[str] = []
+
+    def timed(*_args: Any, **_kwargs: Any) -> Any:
+        checks.append("timed")
+        raise LookupError("the check's truth request")
+
+    host = timed_against_cache(tiny, warm, stats(100.0))  # the tiny CPU problem's, by the host's clock
+    result = on_a_devices_clock(host)
+    monkeypatch.setattr(_paired, "time_reference_now", timed)
+    plan, job = cast(Any, None), cast(Any, None)  # only the check's own request would read them
+
+    def check() -> BenchResult:
+        return check_cached_reference(tiny, plan, job, None, result)
+
+    refs = ReferenceTimes(tiny, result.env)
+    for ms in [80.0, 85.0]:
+        refs.add_window(tiny.primary, stats(ms))
+    with pytest.raises(LookupError):  # two windows: the check is made
+        check()
+    refs.add_window(tiny.primary, stats(82.0))
+    skipped = check()
+    assert checks == ["timed"]
+    primary = skipped.primary_timing
+    assert primary is not None
+    assert primary.reference is not None
+    assert primary.candidate is not None
+    assert primary.reference_check is None
+    assert (primary.reference.windows, primary.reference.median_ms) == (3, 82.0)
+    assert primary.eager_speedup == pytest.approx(82.0 / 25.0)
+    assert primary.eager_interval == speedup_interval(primary.reference, primary.candidate)
+    assert any("last 3 quiet windows" in n and "not timed again now" in n for n in skipped.notices), (
+        skipped.notices
+    )
+    # Past FRESH_WINDOW_S, or where the cache never kept the newest window's time, the check is made again.
+    for age in (FRESH_WINDOW_S + 1, None):
+        age_newest_window(tiny, result, age)
+        assert pooled_without_check(tiny, result) is None
+        with pytest.raises(LookupError):
+            check()
+    # A host-clock candidate (a CPU problem) pairs with the check timed beside it, every evaluation.
+    refs.add_window(tiny.primary, stats(82.0))
+    assert pooled_without_check(tiny, result) is not None
+    assert pooled_without_check(tiny, host) is None

@@ -8,6 +8,7 @@ import json
 import os
 import platform
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,7 +58,7 @@ class ReferenceTimes:
         return stats if servable(stats) else None
 
     def put(self, shape: TimingShape, stats: TimingStats) -> None:
-        self._write(f"{self.prefix}|{shape.name}", lambda _old: stats.model_dump())
+        self._write({f"{self.prefix}|{shape.name}": lambda _old: stats.model_dump()})
 
     def launch_free(self, shape: TimingShape) -> LaunchFreeReference | None:
         """The reference's launch-free timing at `shape` (tools/worker/launch_free.py), keyed apart from the eager
@@ -71,7 +72,7 @@ class ReferenceTimes:
         if found.mode == "graph" and not servable(found.stats) or "earlier capture" in found.note:
             return
         self._write(
-            f"{self.prefix}|{shape.name}|launch_free", lambda _old: found.model_dump(exclude={"cached"})
+            {f"{self.prefix}|{shape.name}|launch_free": lambda _old: found.model_dump(exclude={"cached"})}
         )
 
     def windows(self, shape: TimingShape) -> list[float]:
@@ -79,27 +80,35 @@ class ReferenceTimes:
         raw = self.data.get(f"{self.prefix}|{shape.name}|windows")
         return [float(v) for v in raw] if isinstance(raw, list) else []
 
+    def newest_window_age(self, shape: TimingShape) -> float | None:
+        """Seconds since the newest window at `shape` was kept (by this host's wall clock), None where none
+        was or its time was not kept (a cache from before the time was)."""
+        at = self.data.get(f"{self.prefix}|{shape.name}|windows_at")
+        return max(0.0, time.time() - float(at)) if isinstance(at, int | float) else None
+
     def add_window(self, shape: TimingShape, stats: TimingStats) -> list[float]:
-        """`stats`' median as the newest window where it is one (`is_window`); the windows kept, oldest
-        first."""
+        """`stats`' median as the newest window where it is one (`is_window`), and when it was kept; the
+        windows kept, oldest first."""
         if not is_window(stats):
             return self.windows(shape)
 
         def appended(old: Any) -> list[float]:
             return [*(old if isinstance(old, list) else []), stats.median_ms][-WINDOWS:]
 
-        self._write(f"{self.prefix}|{shape.name}|windows", appended)
+        key = f"{self.prefix}|{shape.name}|windows"
+        self._write({key: appended, f"{key}_at": lambda _old: time.time()})
         return self.windows(shape)
 
-    def _write(self, key: str, update: Callable[[Any], Any]) -> None:
-        """The entry at `key` set to `update(its value now)`, read again from the file under a lock (the
+    def _write(self, updates: dict[str, Callable[[Any], Any]]) -> None:
+        """Each entry `key` of `updates` set to `update(its value now)`, read again from the file under a lock (the
         trajectories of a parallel run, in threads or processes, write it too: every check adds a window),
         and the file replaced whole through a temporary file of this writer's own."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path.with_suffix(".lock"), "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             current = json.loads(self.path.read_text()) if self.path.is_file() else {}
-            current[key] = update(current.get(key))
+            for key, update in updates.items():
+                current[key] = update(current.get(key))
             tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
             tmp.write_text(json.dumps(current, indent=1))
             tmp.replace(self.path)

@@ -19,7 +19,11 @@ On a device's clock one window's median is itself a draw: a quiet H200's checks 
 consecutive evaluations while the candidates' device times held. There the reference's quiet windows (its
 full loops and its checks) are kept (tools/cache/reference_times.py), and from `MIN_WINDOWS` on the speedup
 divides their median (`pooled`), the check timed now the newest of them where it is one (a busy or
-unsteady check is not; the windows before it stand).
+unsteady check is not; the windows before it stand). From then on a check changes nothing but the windows
+(one among `WINDOWS`), so it is made only where the newest window is older than `FRESH_WINDOW_S`: on an H100
+it held the device alone 0.425 s of an evaluation's 0.675 s (bench/results/h100/2026-12-07b/), and skipping
+it leaves that time to the other trajectories' candidates. A CPU problem's check is its candidate's paired
+reference (the host's clock): it is made every evaluation.
 
 A disagreement the host explains is not the device's: a check timed by the device's clock that ran slower
 while other processes kept the host busy (`slowed_by_host`). A launch-bound eager reference follows the host
@@ -43,7 +47,7 @@ from tools.judge._plan import Plan, truth_servers
 from tools.judge._ratio import speedup_interval
 from tools.judge._verdicts import busy_note
 from tools.problem import Problem
-from tools.results import BenchResult, TimingStats
+from tools.results import BenchResult, ShapeTiming, TimingStats
 from tools.supervise import (
     ChildOutcome,
     Deadline,
@@ -62,6 +66,7 @@ MIN_DRIFT = 0.10  # a cached median within this fraction of the check's stands .
 SIGMAS = 3.0  # ... or within this many standard errors of the two medians
 CHECK_SECONDS = 10.0  # the check's own bound on its timing loop
 MIN_WINDOWS = 3  # quiet windows on a device's clock before the reference's median is theirs (`pooled`)
+FRESH_WINDOW_S = 30.0  # from MIN_WINDOWS on, a check is made only where the newest window is older than this
 
 
 def agrees(cached: TimingStats, fresh: TimingStats) -> bool:
@@ -162,6 +167,9 @@ def check_cached_reference(
         or primary.candidate is None
     ):
         return result
+    skipped = pooled_without_check(problem, result)
+    if skipped is not None:
+        return skipped
     outcome = time_reference_now(problem, plan, job, pool, turns, own)
     ready = outcome.first(wire.TimingReady)
     fresh = ready.reference if ready is not None else None
@@ -171,6 +179,43 @@ def check_cached_reference(
         result.notices.append(f"the reference could not be timed again to check its cached median ({why})")
         return result
     return settle(problem, result, fresh)
+
+
+def pooled_without_check(problem: Problem, result: BenchResult) -> BenchResult | None:
+    """`result` divided by the reference's quiet windows without timing it again, where a check could only
+    add itself to them: on a device's clock, from `MIN_WINDOWS` windows on, while the newest is younger than
+    `FRESH_WINDOW_S`. None where a check is due."""
+    primary = result.primary_timing
+    if primary is None or primary.reference is None or primary.candidate is None:
+        return None
+    if primary.reference.clock != "cuda_event" or primary.candidate.clock != "cuda_event":
+        return None
+    refs = ReferenceTimes(problem, result.env)
+    windows, age = refs.windows(problem.primary), refs.newest_window_age(problem.primary)
+    if len(windows) < MIN_WINDOWS or age is None or age > FRESH_WINDOW_S:
+        return None
+    timings = [t.model_copy() for t in result.timings]
+    why = f"not timed again now: the newest is {age:.0f} s old, a check is made once it is {FRESH_WINDOW_S:.0f} s"
+    return divided_by_windows(result, timings, windows, why)
+
+
+def divided_by_windows(
+    result: BenchResult, timings: list[ShapeTiming], windows: list[float], why: str
+) -> BenchResult:
+    """`result` with `timings`, whose primary shape's eager speedup divides the median of the reference's
+    quiet `windows` (`pooled`); its note ends with `why` (the check timed now, or why none was)."""
+    checked = next(t for t in timings if t.primary)
+    if checked.candidate is None:
+        raise ValueError("the reference's windows divide a candidate timed at the primary shape")
+    reference = pooled(windows)
+    checked.reference, checked.reference_cached = reference, True
+    checked.eager_speedup = reference.median_ms / checked.candidate.median_ms
+    checked.eager_interval = speedup_interval(reference, checked.candidate)
+    note = (
+        f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
+        f"{len(windows)} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; {why})"
+    )
+    return result.model_copy(update={"timings": timings, "notices": [*result.notices, note]})
 
 
 def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchResult:
@@ -190,18 +235,9 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     # beside them divided the windows' 82.4 ms.
     windows = ReferenceTimes(problem, result.env).add_window(problem.primary, fresh)
     if len(windows) >= MIN_WINDOWS:
-        reference = pooled(windows)
-        checked.reference, checked.reference_cached = reference, True
-        checked.eager_speedup = reference.median_ms / candidate.median_ms
-        checked.eager_interval = speedup_interval(reference, candidate)
-        note = (
-            f"{checked.name}: the reference's median {reference.median_ms:.3f} ms is that of its last "
-            f"{len(windows)} quiet windows on this host ({reference.min_ms:.3f}-{reference.max_ms:.3f} ms; "
-            f"timed now beside the candidate: {fresh.median_ms:.3f} ms"
-            f"{'' if is_window(fresh) else ', not one of them: ' + not_a_window(fresh)})"
-        )
-        notices = [*result.notices, note]
-        return result.model_copy(update={"timings": timings, "notices": notices})
+        now = f"timed now beside the candidate: {fresh.median_ms:.3f} ms"
+        return divided_by_windows(result, timings, windows, now if is_window(fresh) else
+                                  f"{now}, not one of them: {not_a_window(fresh)}")  # fmt: skip
     if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
         checked.eager_interval = speedup_interval(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)

@@ -210,3 +210,22 @@ def test_beside_two_evaluations_the_truth_made_ahead_gets_a_server_of_its_own() 
             server.release()
     finally:
         pool.shutdown()
+
+
+def test_the_truth_servers_a_cuda_problem_may_have_follow_their_knob(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`KERNEL_AGENT_TRUTH_SERVERS` sets a CUDA problem's cap (a CPU problem keeps one: a second would contend
+    for the cores its loops are timed on); a value that is not a whole number >= 1 is refused, not guessed."""
+    from tools.judge._plan import truth_servers
+    from tools.problem import load_problem
+    from tools.supervise.pool import TRUTH_SERVERS, TRUTH_SERVERS_ENV
+
+    cuda = load_problem(REPO / "problems" / "selective_scan.yaml")
+    cpu = load_problem(REPO / "problems" / "selective_scan_cpu.yaml")
+    monkeypatch.delenv(TRUTH_SERVERS_ENV, raising=False)
+    assert (truth_servers(cuda), truth_servers(cpu)) == (TRUTH_SERVERS, 1)
+    monkeypatch.setenv(TRUTH_SERVERS_ENV, "5")
+    assert (truth_servers(cuda), truth_servers(cpu)) == (5, 1)
+    for bad in ("0", "-1", "two", "2.5"):
+        monkeypatch.setenv(TRUTH_SERVERS_ENV, bad)
+        with pytest.raises(ValueError, match=TRUTH_SERVERS_ENV):
+            truth_servers(cuda)

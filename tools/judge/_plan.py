@@ -31,7 +31,7 @@ from tools.supervise import (
     cpu_env,
     run_child,
 )
-from tools.supervise.pool import TRUTH_SERVERS
+from tools.supervise.pool import truth_servers_most
 from tools.worker.outputs import staging_bytes
 from tools.worker.refmod import derive_seed
 
@@ -396,7 +396,7 @@ def truth_servers(problem: Problem) -> int:
     """How many truth servers `problem` may have at once: a CUDA problem's parallel trajectories one each
     (their truths, re-checks and paired checks would otherwise queue at one) and one for the truth made
     beside them; a CPU problem's one (a second would only contend for the cores its loops are timed on)."""
-    return TRUTH_SERVERS if problem.spec.device == "cuda" else 1
+    return truth_servers_most() if problem.spec.device == "cuda" else 1
 
 
 def worker_kind(problem: Problem) -> orders.WorkerKind:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -275,3 +276,52 @@ def test_worker_messages_are_validated_where_they_are_read() -> None:
     forged = wire.CaseDone(name="odd", seconds=0.1, mutated=False).model_dump() | {"passed": True}
     assert wire.parse_worker_message(json.dumps(forged)) is None  # extra fields are not carried along
     assert wire.parse_worker_message("not json") is None
+
+
+# --- a CUDA worker's start holds nothing ----------------------------------------------------------------
+
+STAMPED = """import time
+
+import torch
+
+print("kernel-agent-test: imported at", time.time(), flush=True)
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, *inputs):
+        return inputs[0]
+"""
+
+
+@pytest.mark.parametrize("gated", [True, False], ids=["gated", "held-from-start"])
+def test_a_gated_cuda_worker_imports_its_candidate_only_once_granted_the_device(
+    tiny: Problem, warm: WarmPool, gated: bool
+) -> None:
+    """A CUDA worker not made ahead spent 1.5-4.2 s starting CUDA, cuBLAS and the profiler while its evaluation
+    held the device shared, and every other evaluation's timed loop waited (H100, 4d5cf86, 2026-12-07). Where
+    the harness gates its start, the worker asks for the device before the candidate's first line runs, and
+    the import waits for the grant; where it does not (the sanitizer's, the profile's, a re-measurement's
+    worker), the harness holds the device from the start and the worker asks nothing before its import."""
+    cuda = tiny.model_copy(update={"spec": tiny.spec.model_copy(update={"device": "cuda"})})
+    seen: list[str] = []
+    granted: list[float] = []
+
+    def handle(msg: wire.WorkerMessage) -> str | None:
+        seen.append(type(msg).__name__)
+        if isinstance(msg, wire.DeviceWanted):
+            time.sleep(0.5)  # the device busy with another evaluation's timed loop
+            granted.append(time.time())
+            return "granted"
+        return None
+
+    with Job.create(STAMPED, warm.jobs_dir) as job:
+        request = orders.CandidateRequest(mode="bench", device_gated=gated)
+        outcome = run_candidate(job, cuda, request, on_message=handle, launcher=warm.launch_candidate)
+    assert "Imported" in seen, (seen, outcome.output[-2000:])
+    stamp = re.search(r"kernel-agent-test: imported at ([\d.]+)", outcome.output)
+    assert stamp is not None, outcome.output[-2000:]
+    if gated:
+        assert seen.index("DeviceWanted") < seen.index("Imported"), seen
+        assert float(stamp.group(1)) >= granted[0]
+    else:
+        assert "DeviceWanted" not in seen[: seen.index("Imported")], seen

@@ -154,6 +154,10 @@ class CandidateRequest(_Order):
     device: Device = "cpu"
     secret_dirs: list[str] = Field(default_factory=list)
     threads: int | None = None  # a CPU problem's thread budget (tools.host.timing_threads)
+    # A CUDA worker asks for the device (`wire.DeviceWanted`) once its CUDA has started, before it imports the
+    # candidate, where the harness gates the device for it (an evaluation with device turns): its start holds
+    # nothing (tools/worker/device_turn.py). Otherwise the harness holds the device for it from its start.
+    device_gated: bool = False
 
 
 COMPILE = CandidateRequest(mode="compile")

@@ -101,11 +101,16 @@ def evaluate(
     changed_before = set(HARNESS.changed(watched))
     launch["call_bounds"] = plan.call_bounds(problem, ReferenceTimes(problem, base["env"]), ref_msgs)
     launch["secrets"] = plan.secrets(prepared.master)
+    # A CUDA worker's start (CUDA, cuBLAS, the profiler: trusted code) holds nothing: it asks for the device
+    # before it imports the candidate (tools/worker/device_turn.py). A CPU worker's start is host work, timed.
+    gated = turns is not None and problem.spec.device == "cuda"
     if turns is not None:
         profiled = frozenset(t.name for t in plan.timing if t.profile)
         verdicts.turns = CandidateTurns(turns.to, idle_mode(problem.spec.device), profiled)
-        turns.to("shared")  # the candidate's process, live, may run device work at any time
-    outcome = run_candidate(job, problem, plan.candidate_request(), on_message=verdicts.handle, **launch)
+        if not gated:
+            turns.to("shared")  # the candidate's process, live, may run device work at any time
+    request = plan.candidate_request().model_copy(update={"device_gated": gated})
+    outcome = run_candidate(job, problem, request, on_message=verdicts.handle, **launch)
     if turns is not None:
         turns.to(idle_mode(problem.spec.device))  # it has exited (or died in a loop it never ended)
     clock.update(phases.candidate_phases(outcome))

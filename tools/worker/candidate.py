@@ -366,6 +366,8 @@ def main(request_path: str, fd: str) -> int:
     reset_backend_flags()
     build.install(progress=channel.send, builder=build_client.asker(channel))  # builds: the harness's
     install_guard(req, channel)
+    turn = DeviceTurn(channel, device, held=not req.device_gated)
+    turn.want()  # where the harness gates the start: no candidate code runs before it holds the device
     module = import_phase(channel)
     if module is None or req.mode == "compile":
         return 0
@@ -375,7 +377,7 @@ def main(request_path: str, fd: str) -> int:
     if device == "cuda" and not torch.cuda.is_available():
         channel.send(wire.NoDevice(message="this problem needs a CUDA GPU and none is visible"))
         return 0
-    timed = functools.partial(run_timing, turn=DeviceTurn(channel, device))
+    timed = functools.partial(run_timing, turn=turn)
     if req.mode == "retime":  # the parent re-measures shapes whose clocks disagreed (cases passed)
         channel.send(wire.Retime())
         ok = run_items(cls, "timing", req.timing, timed, device, channel)

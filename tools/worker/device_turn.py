@@ -9,6 +9,12 @@ device while another trajectory's loop waits (H200, 2026-12-04: a candidate's ex
 evaluation), and a profiled shape holds it alone only to its profile's end, not through the outputs' copy
 (~0.15 s for three 64 MB outputs). A CPU problem's host work is its device's work: there the worker keeps
 its turn.
+
+Where the harness gates the device for the worker's start too (`CandidateRequest.device_gated`), the worker
+holds nothing until it asks, once its CUDA has started and before it imports the candidate: a worker that was
+not made ahead spends 1.5-4.2 s starting CUDA, cuBLAS and the profiler (trusted code, as a worker made ahead
+does beside timed loops), and held the device shared meanwhile, so every other evaluation's timed loop
+waited for it (H100, 4d5cf86, 2026-12-07: 5 of 16 evaluations at four trajectories).
 """
 
 from __future__ import annotations
@@ -28,10 +34,14 @@ class DeviceTurn:
     """`release()` after a shape's device work, `want()` before the next, `share()` after a profile; no-ops
     off CUDA."""
 
-    def __init__(self, channel: Channel, device: str, stdin: IO[str] | None = None) -> None:
+    def __init__(
+        self, channel: Channel, device: str, stdin: IO[str] | None = None, held: bool = True
+    ) -> None:
         self.channel, self.stdin = channel, stdin
         self.active = device == "cuda"
-        self.held = True  # the harness holds the device for the worker as it starts
+        self.held = (
+            held  # the harness holds the device for the worker as it starts, unless it gates the start
+        )
 
     def release(self) -> None:
         if not (self.active and self.held):

@@ -225,7 +225,7 @@ def test_the_truth_servers_a_cuda_problem_may_have_follow_their_knob(monkeypatch
     assert (truth_servers(cuda), truth_servers(cpu)) == (TRUTH_SERVERS, 1)
     monkeypatch.setenv(TRUTH_SERVERS_ENV, "5")
     assert (truth_servers(cuda), truth_servers(cpu)) == (5, 1)
-    for bad in ("0", "-1", "two", "2.5"):
+    for bad in ("0", "-1", "two", "2.5", "²"):
         monkeypatch.setenv(TRUTH_SERVERS_ENV, bad)
         with pytest.raises(ValueError, match=TRUTH_SERVERS_ENV):
             truth_servers(cuda)

@@ -144,7 +144,7 @@ def test_a_gpu_takes_the_evaluations_the_environment_asks_for(monkeypatch: pytes
     monkeypatch.setenv("KERNEL_AGENT_WARM", "0")  # the cold path has no device lock: one a GPU
     assert evaluations_per_gpu() == 1
     monkeypatch.delenv("KERNEL_AGENT_WARM")
-    for bad in ("0", "two", "-1"):
+    for bad in ("0", "two", "-1", "²"):
         monkeypatch.setenv(EVALS_ENV, bad)
         with pytest.raises(ValueError, match=EVALS_ENV):
             evaluations_per_gpu()

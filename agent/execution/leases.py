@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from agent.runlog.events import LeaseEvent
+from tools.knobs import whole_number
 from tools.supervise import ExclusiveSink, SharedExclusiveLock, exclusive_listener, warm_enabled
 
 
@@ -97,12 +98,7 @@ def evaluations_per_gpu() -> int:
     `EVALUATIONS_PER_GPU` with warm workers and 1 without (the cold path has no device lock)."""
     if not warm_enabled():
         return 1
-    raw = os.environ.get(EVALS_ENV, "").strip()
-    if not raw:
-        return EVALUATIONS_PER_GPU
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"{EVALS_ENV}={raw!r}: a whole number >= 1, the evaluations one GPU takes at once")
-    return int(raw)
+    return whole_number(EVALS_ENV, EVALUATIONS_PER_GPU, "the evaluations one GPU takes at once")
 
 
 EventSink = Callable[[LeaseEvent], None]

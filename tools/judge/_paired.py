@@ -236,8 +236,9 @@ def settle(problem: Problem, result: BenchResult, fresh: TimingStats) -> BenchRe
     windows = ReferenceTimes(problem, result.env).add_window(problem.primary, fresh)
     if len(windows) >= MIN_WINDOWS:
         now = f"timed now beside the candidate: {fresh.median_ms:.3f} ms"
-        return divided_by_windows(result, timings, windows, now if is_window(fresh) else
-                                  f"{now}, not one of them: {not_a_window(fresh)}")  # fmt: skip
+        if not is_window(fresh):
+            now += f", not one of them: {not_a_window(fresh)}"
+        return divided_by_windows(result, timings, windows, now)
     if agrees(cached, fresh):  # the cached median stands, known no better than the two windows agree
         checked.eager_interval = speedup_interval(
             cached, candidate, math.log(fresh.median_ms / cached.median_ms)

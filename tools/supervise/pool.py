@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import orders
+from tools.knobs import whole_number
 from tools.supervise._spawn import (
     ChildOutcome,
     Deadline,
@@ -80,14 +81,7 @@ def truth_servers_most() -> int:
     """A CUDA problem's truth servers at most: `KERNEL_AGENT_TRUTH_SERVERS` where set (a whole number >= 1),
     else `TRUTH_SERVERS`. At four trajectories a GPU their re-checks queued ~1 s behind one another on the
     three (H100, 4d5cf86, 2026-12-07): the knob measures more before the default follows the trajectories."""
-    raw = os.environ.get(TRUTH_SERVERS_ENV, "").strip()
-    if not raw:
-        return TRUTH_SERVERS
-    if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(
-            f"{TRUTH_SERVERS_ENV}={raw!r}: a whole number >= 1, a CUDA problem's truth servers at most"
-        )
-    return int(raw)
+    return whole_number(TRUTH_SERVERS_ENV, TRUTH_SERVERS, "a CUDA problem's truth servers at most")
 
 
 SHM_MIN_FREE = 8 << 30  # the selective scan's jobs hold ~2.5 GB at their peak (a job made ahead less)

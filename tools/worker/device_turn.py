@@ -39,9 +39,8 @@ class DeviceTurn:
     ) -> None:
         self.channel, self.stdin = channel, stdin
         self.active = device == "cuda"
-        self.held = (
-            held  # the harness holds the device for the worker as it starts, unless it gates the start
-        )
+        # the harness holds the device for the worker as it starts, unless it gates the start
+        self.held = held
 
     def release(self) -> None:
         if not (self.active and self.held):

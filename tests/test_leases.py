@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from agent.execution.executor import KernelJob, LeasedExecutor
-from agent.execution.leases import EVALS_ENV, EVALUATIONS_PER_GPU, Leases, evaluations_per_gpu
+from agent.execution.leases import Leases
 from agent.runlog.data import LeaseSpan, lease_spans, overlapping_leases
 from agent.runlog.events import LeaseEvent
 from tests.helpers import TINY
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
 from tools.supervise import DeviceTurns, SharedExclusiveLock
+from tools.supervise.pool import EVALS_ENV, EVALUATIONS_PER_GPU, evaluations_per_gpu
 
 
 def on_device(problem: Problem, gpus: list[int] | None) -> Problem:

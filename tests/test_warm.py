@@ -381,17 +381,23 @@ def test_a_cuda_evaluation_with_cores_to_spare_has_the_next_ones_worker_made_bes
 ) -> None:
     """Back to back on the H200 each evaluation waited 4.7 s for its worker (CUDA context, cuBLAS, the
     profiler), made only after the one before it ended: one is now made beside each CUDA evaluation, one more
-    per other evaluation in flight (AHEAD bounds it). A CPU timing reads the host clock: nothing beside it."""
+    per other evaluation in flight (as many as a GPU takes bound it: at four trajectories a cap of three
+    left 11 of 16 evaluations starting their own). A CPU timing reads the host clock: nothing beside it."""
     import importlib
 
-    from tools.supervise.pool import AHEAD
+    from tools.supervise.pool import EVALS_ENV, EVALUATIONS_PER_GPU
 
     bench_module = importlib.import_module("tools.benchmark")  # the module: `tools.benchmark` is the tool
 
+    monkeypatch.delenv(EVALS_ENV, raising=False)
+    monkeypatch.delenv("KERNEL_AGENT_WARM", raising=False)
     monkeypatch.setattr(bench_module, "cores_to_spare", lambda: True)
     assert bench_module.workers_ahead("cuda", running=0) == 2
     assert bench_module.workers_ahead("cuda", running=1) == 3
-    assert bench_module.workers_ahead("cuda", running=5) == 1 + AHEAD
+    assert bench_module.workers_ahead("cuda", running=3) == 5  # four trajectories: each its own and the next
+    assert bench_module.workers_ahead("cuda", running=9) == 1 + EVALUATIONS_PER_GPU
+    monkeypatch.setenv(EVALS_ENV, "2")
+    assert bench_module.workers_ahead("cuda", running=9) == 3
     assert bench_module.workers_ahead("cpu", running=0) == 1
     monkeypatch.setattr(bench_module, "cores_to_spare", lambda: False)
     assert bench_module.workers_ahead("cuda", running=0) == 1

@@ -42,7 +42,7 @@ from tools.results import (
     TimingStats,
 )
 from tools.supervise import DeviceTurns, WarmPool, idle_mode, kernel_hash, pool_for, visible_gpu
-from tools.supervise.pool import AHEAD
+from tools.supervise.pool import evaluations_per_gpu
 from tools.toolspec import ToolSpec
 
 __all__ = [
@@ -200,10 +200,12 @@ def workers_ahead(kind: str, running: int) -> int:
     other evaluation in flight. A CUDA worker's start (context, cuBLAS, the profiler: ~4 s on the H200) then
     runs beside this evaluation instead of after it: back to back, each evaluation waited 4.7 s for it (H200,
     2026-12-02). A CUDA timing reads the device's clock, which another process's start does not move (its two
-    warm-up kernels are microseconds); a CPU timing reads the host's, so a CPU worker is made only after."""
+    warm-up kernels are microseconds); a CPU timing reads the host's, so a CPU worker is made only after.
+    The others in flight are as many as a GPU takes (`evaluations_per_gpu`) less this one: capped at two
+    (`AHEAD`), 11 of 16 evaluations at four trajectories waited 0.6-6.2 s to start a worker (H100, 4fc9179)."""
     if kind != "cuda" or not cores_to_spare():
         return 1
-    return 2 + min(running, AHEAD - 1)
+    return 2 + min(running, evaluations_per_gpu() - 1)
 
 
 def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:

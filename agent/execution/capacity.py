@@ -15,7 +15,7 @@ Each resource's cap, from how evaluations use it (agent/execution/leases.py, too
 * truth: each evaluation's input set and float64 truth; at two trajectories a GPU the truth servers were
   ~97 % busy (H200, 683690c), so two a GPU, unless input sets are shared between candidates' evaluations
   (`KERNEL_AGENT_SHARE_TRUTH=1`, tools/judge/_share.py): a set then serves the evaluations in flight
-  together (agent/execution/leases.py `evaluations_per_gpu`, four by default), so up to eight a GPU.
+  together (tools/supervise/pool.py `evaluations_per_gpu`, four by default), so up to eight a GPU.
 """
 
 from __future__ import annotations
@@ -44,9 +44,10 @@ class Machine:
 
     @classmethod
     def here(cls, device: str, gpus: list[int] | None) -> Machine:
-        from agent.execution.leases import cpu_cores, evaluations_per_gpu
+        from agent.execution.leases import cpu_cores
         from tools.envinfo import nvidia_smi
         from tools.judge import MAX_SHARED_USES, share_enabled
+        from tools.supervise.pool import evaluations_per_gpu
 
         cuda = device == "cuda"
         smi = nvidia_smi() if cuda and gpus else None

@@ -1,8 +1,8 @@
 """Leases: who may compile and who may time, on this machine, right now.
 
 - A **timing** lease is exclusive per resource: one GPU (`gpu0`, `gpu1`, ...) for a CUDA problem, the
-  whole host (`host`) for a CPU problem. With warm workers a GPU takes `EVALUATIONS_PER_GPU` evaluations
-  at once, each under an **evaluation** lease: their timed loops hold the device alone in turn (the warm
+  whole host (`host`) for a CPU problem. With warm workers a GPU takes `evaluations_per_gpu()`
+  (tools/supervise/pool.py) evaluations at once, each under an **evaluation** lease: their timed loops hold the device alone in turn (the warm
   pool's lock, tools/supervise/locks.py), and each such span is reported as that GPU's timing lease, so
   that timing leases still never overlap while one evaluation's truth and checks run beside another's.
 - A **compile** lease is one slot of a CPU pool sized to the cores (`cpu`).
@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from agent.runlog.events import LeaseEvent
-from tools.knobs import whole_number
-from tools.supervise import ExclusiveSink, SharedExclusiveLock, exclusive_listener, warm_enabled
+from tools.supervise import ExclusiveSink, SharedExclusiveLock, exclusive_listener
+from tools.supervise.pool import evaluations_per_gpu
 
 
 def cpu_cores() -> int:
@@ -82,23 +82,6 @@ class GpuPool:
             with self._cond:
                 self._held[gpu] -= 1
                 self._cond.notify_all()
-
-
-EVALUATIONS_PER_GPU = 4
-"""Evaluations in flight on one GPU with warm workers: their timed loops take the device alone, in turn
-(tools/supervise/locks.py), while the others' truth, checks, judging and candidates' correctness cases run
-beside each other. At two a GPU, four trajectories ran no faster than two (H100, 340a5cf, 2026-12-07: 1615
-and 1670 an hour): two of them always waited for this lease. The cold path has no such lock: one
-evaluation a GPU there. `KERNEL_AGENT_EVALS_PER_GPU` sets another number."""
-EVALS_ENV = "KERNEL_AGENT_EVALS_PER_GPU"
-
-
-def evaluations_per_gpu() -> int:
-    """Evaluations one GPU takes at once: `KERNEL_AGENT_EVALS_PER_GPU` where set (a whole number >= 1), else
-    `EVALUATIONS_PER_GPU` with warm workers and 1 without (the cold path has no device lock)."""
-    if not warm_enabled():
-        return 1
-    return whole_number(EVALS_ENV, EVALUATIONS_PER_GPU, "the evaluations one GPU takes at once")
 
 
 EventSink = Callable[[LeaseEvent], None]

@@ -91,6 +91,23 @@ def warm_enabled() -> bool:
     return os.environ.get(WARM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
+EVALUATIONS_PER_GPU = 4
+"""Evaluations in flight on one GPU with warm workers: their timed loops take the device alone, in turn
+(tools/supervise/locks.py), while the others' truth, checks, judging and candidates' correctness cases run
+beside each other. At two a GPU, four trajectories ran no faster than two (H100, 340a5cf, 2026-12-07: 1615
+and 1670 an hour): two of them always waited for the lease (agent/execution/leases.py). The cold path has
+no device lock: one evaluation a GPU there. `KERNEL_AGENT_EVALS_PER_GPU` sets another number."""
+EVALS_ENV = "KERNEL_AGENT_EVALS_PER_GPU"
+
+
+def evaluations_per_gpu() -> int:
+    """Evaluations one GPU takes at once: `KERNEL_AGENT_EVALS_PER_GPU` where set (a whole number >= 1), else
+    `EVALUATIONS_PER_GPU` with warm workers and 1 without (the cold path has no device lock)."""
+    if not warm_enabled():
+        return 1
+    return whole_number(EVALS_ENV, EVALUATIONS_PER_GPU, "the evaluations one GPU takes at once")
+
+
 def scratch_root() -> Path:
     """tmpfs where it has room, else this user's scratch home in the temporary folder (where a sealed worker
     covers it as it covers /dev/shm: tools/supervise/jobs.py `scratch_home`)."""

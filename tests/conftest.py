@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.helpers import REPO, TESTS, TINY
+from tests.helpers.host_turns import TURNS_ENV, host_turn
 
 if TYPE_CHECKING:
     from tools.problem import Problem
@@ -38,7 +39,23 @@ def _own_build_cache() -> None:
     atexit.register(remove)
 
 
+def _own_turns_folder() -> None:
+    """The host turns' lock files (tests/helpers/host_turns.py), made as the build cache is: by the run's first
+    process, before its workers start, so that every worker finds the same two files."""
+    if TURNS_ENV in os.environ:
+        return
+    made, owner = tempfile.mkdtemp(prefix="kagent-test-turns-"), os.getpid()
+    os.environ[TURNS_ENV] = made
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(made, ignore_errors=True)
+
+    atexit.register(remove)
+
+
 _own_build_cache()
+_own_turns_folder()
 # `agent run` sanitizes each new best where it can (ASan here: an instrumented build of ~50 s a kernel); the
 # suite's runs test other things, and the sanitizer's own tests ask for it (tests/test_sanitize_run.py).
 os.environ.setdefault("KERNEL_AGENT_SANITIZE", "off")
@@ -48,6 +65,48 @@ os.environ.setdefault("KERNEL_AGENT_SANITIZE", "off")
 # it run on and exit 0. Those tests are about what Ctrl-C does, as in a terminal: give it back its default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+WORKERS_ENV = "KERNEL_AGENT_TEST_WORKERS"
+
+
+def _workers_wanted() -> int:
+    """`$KERNEL_AGENT_TEST_WORKERS` where set (1: no workers), else one per core, two at most: a test's own
+    builds and workers take a core of their own already, and most of the suite's time is builds on one core
+    each (a C++ extension is one translation unit)."""
+    raw = os.environ.get(WORKERS_ENV, "").strip()
+    if raw:
+        return int(raw) if raw.isascii() and raw.isdigit() else 1
+    return min(2, len(os.sched_getaffinity(0)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The whole suite (`pytest`, `pytest -m "not slow"`: no paths named, no -n given) runs on both cores
+    where pytest-xdist is installed, a file at a time to each worker (its module fixtures made once), a test
+    marked `serial` alone (`pytest_runtest_protocol` below). Not for the GPU tests (one device), nor a
+    pytest a test starts (it would start workers of its own), nor paths named on the command line."""
+    if not config.pluginmanager.has_plugin("xdist") or config.option.numprocesses is not None:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER") or config.args_source is not pytest.Config.ArgsSource.TESTPATHS:
+        return
+    if "gpu" in (config.option.markexpr or "") or config.option.collectonly or config.option.usepdb:
+        return
+    workers = _workers_wanted()
+    if workers >= 2:
+        config.option.numprocesses = workers
+        config.option.dist = "loadfile"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """In a distributed run each test's whole protocol (its module's fixtures made or ended with it) holds a
+    host turn: alone where marked `serial`, else beside the other worker's tests."""
+    folder = os.environ.get(TURNS_ENV)
+    if not os.environ.get("PYTEST_XDIST_WORKER") or not folder:
+        return (yield)
+    with host_turn(Path(folder), alone=item.get_closest_marker("serial") is not None):
+        return (yield)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

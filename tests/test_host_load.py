@@ -28,6 +28,9 @@ from tools.results import BUSY_ELSEWHERE, BenchResult, EnvInfo, ShapeTiming, Tim
 from tools.supervise import KEPT_HEAP_ENV, WarmPool, pool_for, warm_enabled
 from tools.worker.timing import LoadMeter
 
+# Each reads the host's load or loads it: beside another worker's builds a quiet measurement would not be.
+pytestmark = pytest.mark.serial
+
 
 @contextmanager
 def spinners(count: int | None = None) -> Iterator[None]:

@@ -385,6 +385,7 @@ def test_a_cuda_evaluation_with_cores_to_spare_has_the_next_ones_worker_made_bes
     left 11 of 16 evaluations starting their own). A CPU timing reads the host clock: nothing beside it."""
     import importlib
 
+    from tools.orders import MAX_PREPARED, Containment, PrepareOrder
     from tools.supervise.pool import EVALS_ENV, EVALUATIONS_PER_GPU
 
     bench_module = importlib.import_module("tools.benchmark")  # the module: `tools.benchmark` is the tool
@@ -398,6 +399,14 @@ def test_a_cuda_evaluation_with_cores_to_spare_has_the_next_ones_worker_made_bes
     assert bench_module.workers_ahead("cuda", running=9) == 1 + EVALUATIONS_PER_GPU
     monkeypatch.setenv(EVALS_ENV, "2")
     assert bench_module.workers_ahead("cuda", running=9) == 3
+    monkeypatch.setenv(EVALS_ENV, "64")  # a GPU taking many: the zygote's order still holds the count
+    assert bench_module.workers_ahead("cuda", running=63) == MAX_PREPARED
+    for running in (3, 63):  # the order is what carries it: four trajectories' five once failed its bound
+        PrepareOrder(
+            containment=Containment(pidns=True, netns=True, no_caps=True),
+            kind="cuda",
+            count=bench_module.workers_ahead("cuda", running),
+        )
     assert bench_module.workers_ahead("cpu", running=0) == 1
     monkeypatch.setattr(bench_module, "cores_to_spare", lambda: False)
     assert bench_module.workers_ahead("cuda", running=0) == 1
@@ -405,21 +414,22 @@ def test_a_cuda_evaluation_with_cores_to_spare_has_the_next_ones_worker_made_bes
 
 def test_the_zygote_makes_as_many_workers_ahead_as_asked() -> None:
     """`prepare_worker(kind, count)` leaves `count` workers made or being made, the ones already there
-    counted: asking again for the same count makes none more."""
+    counted: asking again for the same count makes none more. Five: four trajectories on one GPU ask for
+    that many (`workers_ahead`), which an order's bound of four once refused."""
     import time
 
     from tools.supervise.pool import WarmPool
 
     pool = WarmPool()
     try:
-        pool.prepare_worker("cpu", 2)
+        pool.prepare_worker("cpu", 5)
         zygote = pool.zygote()
         deadline = time.monotonic() + 120
-        while len(zygote.prepared_pids) < 2 and time.monotonic() < deadline:
+        while len(zygote.prepared_pids) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(zygote.prepared_pids) == 2
+        assert len(zygote.prepared_pids) == 5
         first = set(zygote.prepared_pids)
-        pool.prepare_worker("cpu", 2)
+        pool.prepare_worker("cpu", 5)
         time.sleep(1.0)
         assert zygote.prepared_pids == first
     finally:

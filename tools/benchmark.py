@@ -31,6 +31,7 @@ from tools.judge._plan import worker_kind
 from tools.judge._ratio import too_wide
 from tools.judge._share import share_enabled, shares_of
 from tools.judge._static_checks import check_source
+from tools.orders import MAX_PREPARED
 from tools.problem import Problem
 from tools.results import (
     BenchResult,
@@ -205,7 +206,7 @@ def workers_ahead(kind: str, running: int) -> int:
     (`AHEAD`), 11 of 16 evaluations at four trajectories waited 0.6-6.2 s to start a worker (H100, 4fc9179)."""
     if kind != "cuda" or not cores_to_spare():
         return 1
-    return 2 + min(running, evaluations_per_gpu() - 1)
+    return min(2 + min(running, evaluations_per_gpu() - 1), MAX_PREPARED)
 
 
 def prepare_ahead(problem: Problem, *, gpu: int | None = None, pool: WarmPool | None = None) -> bool:

@@ -201,16 +201,19 @@ class Containment(_Order):
 
 # The host memory a CUDA worker made ahead pins for its candidate's kept outputs, at most.
 MAX_PINNED_AHEAD = 1 << 30
+# Workers made ahead at once, at most: one per evaluation a GPU takes and one more (tools/benchmark.py
+# `workers_ahead`); each holds a CUDA context (~0.5 GB of device memory) and up to MAX_PINNED_AHEAD pinned.
+MAX_PREPARED = 9
 
 
 class PrepareOrder(_Order):
     """Have `count` workers made ahead of need for evaluations of `kind` (made or being made; one per
-    evaluation that may start before the next order: two trajectories on one GPU want two)."""
+    evaluation that may start before the next order: four trajectories on one GPU want five)."""
 
     op: Literal["prepare"] = "prepare"
     containment: Containment
     kind: WorkerKind
-    count: int = Field(default=1, ge=1, le=4)
+    count: int = Field(default=1, ge=1, le=MAX_PREPARED)
     pinned_bytes: int = Field(default=0, ge=0, le=MAX_PINNED_AHEAD)  # a CUDA worker's, for its kept outputs
 
 

@@ -20,8 +20,13 @@ from agent.runlog.events import LeaseEvent
 from tests.helpers import TINY
 from tools.problem import Problem, load_problem
 from tools.results import BenchResult, CompileResult
-from tools.supervise import DeviceTurns, SharedExclusiveLock
-from tools.supervise.pool import EVALS_ENV, EVALUATIONS_PER_GPU, evaluations_per_gpu
+from tools.supervise import (
+    EVALS_ENV,
+    EVALUATIONS_PER_GPU,
+    DeviceTurns,
+    SharedExclusiveLock,
+    evaluations_per_gpu,
+)
 
 
 def on_device(problem: Problem, gpus: list[int] | None) -> Problem:

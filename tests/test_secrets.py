@@ -89,11 +89,19 @@ def agent(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProce
 
 
 def _files_with_canary(root: Path) -> list[str]:
+    """Every file under `root` holding a canary. The build cache is shared with the rest of the run: another
+    test's build may remove its private folder while this walks it (a file it then publishes is read there)."""
     found = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink():
-            data = path.read_bytes()
-            found += [f"{path}: {name}" for name, v in CANARIES.items() if v.encode() in data]
+    for folder, _, names in os.walk(root):  # a folder gone meanwhile is skipped, not an error
+        for name in names:
+            path = Path(folder) / name
+            try:
+                if path.is_symlink() or not path.is_file():
+                    continue
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue
+            found += [f"{path}: {key}" for key, v in CANARIES.items() if v.encode() in data]
     return found
 
 

@@ -47,7 +47,7 @@ class Machine:
         from agent.execution.leases import cpu_cores
         from tools.envinfo import nvidia_smi
         from tools.judge import MAX_SHARED_USES, share_enabled
-        from tools.supervise.pool import evaluations_per_gpu
+        from tools.supervise import evaluations_per_gpu
 
         cuda = device == "cuda"
         smi = nvidia_smi() if cuda and gpus else None

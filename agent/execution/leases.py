@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 from agent.runlog.events import LeaseEvent
-from tools.supervise import ExclusiveSink, SharedExclusiveLock, exclusive_listener
-from tools.supervise.pool import evaluations_per_gpu
+from tools.supervise import ExclusiveSink, SharedExclusiveLock, evaluations_per_gpu, exclusive_listener
 
 
 def cpu_cores() -> int:

@@ -252,6 +252,7 @@ def test_output_spam_is_captured_bounded(tiny: Problem) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # checks the shared cache's staging and every process naming it: another build is both
 def test_template_explosion_times_out_and_leaves_nothing_behind() -> None:
     problem = load_problem(HERE / "fast_fail.yaml")
     cache = Path(os.environ["KERNEL_AGENT_CACHE"])

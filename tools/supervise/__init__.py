@@ -28,7 +28,15 @@ from tools.supervise.locks import (
     exclusive_listener,
     idle_mode,
 )
-from tools.supervise.pool import WarmPool, pool_for, shutdown_all, warm_enabled
+from tools.supervise.pool import (
+    EVALS_ENV,
+    EVALUATIONS_PER_GPU,
+    WarmPool,
+    evaluations_per_gpu,
+    pool_for,
+    shutdown_all,
+    warm_enabled,
+)
 from tools.supervise.timeline import listen
 from tools.supervise.watchdog import Watchdog, call_bound
 
@@ -39,6 +47,8 @@ __all__ = [
     "ChildOutcome",
     "Deadline",
     "DeviceTurns",
+    "EVALS_ENV",
+    "EVALUATIONS_PER_GPU",
     "ExclusiveSink",
     "Job",
     "WarmPool",
@@ -50,6 +60,7 @@ __all__ = [
     "KEPT_HEAP_ENV",
     "cuda_visible_devices",
     "describe_exit",
+    "evaluations_per_gpu",
     "exclusive_listener",
     "idle_mode",
     "kernel_hash",

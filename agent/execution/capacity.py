@@ -9,8 +9,9 @@ Each resource's cap, from how evaluations use it (agent/execution/leases.py, too
 * GPUs (a CUDA problem): one timing lease per GPU at a time; an evaluation holds it about a third of its
   time (H200, 683690c: timed loops 31 % of the wall with two in flight), so three keep it busy and a fourth
   trajectory thinks or compiles; none visible: one trajectory, whose evaluations say `no_device`;
-* GPU memory: four evaluations in flight with three truth servers took up to 60.2 GiB on the selective scan
-  (H100, 4fc9179, 2026-12-07: 61574 MiB; 59.7 GiB on b391d45; two took 55.6 GiB on the H200, 2026-12-05c); a
+* GPU memory: four evaluations in flight with three truth servers and five workers made ahead took up to
+  60.3 GiB on the selective scan (H100, 5a89d46, 2026-12-07: 61715 MiB; 60.1 GiB on 4fc9179 with three made
+  ahead, 59.7 GiB on b391d45; two took 55.6 GiB on the H200, 2026-12-05c); a
   GPU with less takes one trajectory;
 * truth: each evaluation's input set and float64 truth; at two trajectories a GPU the truth servers were
   ~97 % busy (H200, 683690c), so two a GPU, unless input sets are shared between candidates' evaluations
@@ -29,7 +30,7 @@ from agent.runlog.events import ParallelChoice, ParallelLimit
 TRAJECTORIES_PER_GPU = 4
 CPU_HOST_TRAJECTORIES = 2
 TRUTH_TRAJECTORIES_PER_GPU = 2  # with a truth made for every evaluation
-POOL_PEAK_GIB = 60.2
+POOL_PEAK_GIB = 60.3
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ EROFS = 30
 
 
 @namespaces
+@pytest.mark.serial  # checks that the shared cache's staging folder is empty after: another test's job is in it
 @pytest.mark.parametrize("path", BOTH_PATHS)
 def test_native_writes_reach_only_the_job_and_the_staged_cache(
     tiny: Problem, warm: WarmPool, path: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path

@@ -74,10 +74,15 @@ def _workers_wanted() -> int:
     """`$KERNEL_AGENT_TEST_WORKERS` where set (1: no workers), else one per core, two at most: a test's own
     builds and workers take a core of their own already, and most of the suite's time is builds on one core
     each (a C++ extension is one translation unit)."""
-    raw = os.environ.get(WORKERS_ENV, "").strip()
-    if raw:
-        return int(raw) if raw.isascii() and raw.isdigit() else 1
-    return min(2, len(os.sched_getaffinity(0)))
+    from tools.knobs import whole_number
+
+    if os.environ.get(WORKERS_ENV, "").strip():
+        return whole_number(WORKERS_ENV, 1, "the test workers (1: none)")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return min(2, cores)
 
 
 @pytest.hookimpl(tryfirst=True)

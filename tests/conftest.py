@@ -23,14 +23,14 @@ if TYPE_CHECKING:
     from tools.supervise import WarmPool
 
 
-def _own_build_cache() -> None:
-    """Set before any test imports the harness: every child process inherits this one cache. Made here only
-    where the caller named none, and then removed when this process exits (each run's cache is ~1.9 GB: left
-    behind, a few runs filled a disk). Only the process that made it removes it, not a forked child."""
-    if "KERNEL_AGENT_CACHE" in os.environ:
+def _own_folder(env: str, prefix: str) -> None:
+    """`$env` names a temporary folder made here, where the caller named none, and removed when this process
+    exits; every child process (pytest-xdist's workers among them) inherits it. Only the process that made it
+    removes it, not a forked child."""
+    if env in os.environ:
         return
-    made, owner = tempfile.mkdtemp(prefix="kagent-test-cache-"), os.getpid()
-    os.environ["KERNEL_AGENT_CACHE"] = made
+    made, owner = tempfile.mkdtemp(prefix=prefix), os.getpid()
+    os.environ[env] = made
 
     def remove() -> None:
         if os.getpid() == owner:
@@ -39,23 +39,10 @@ def _own_build_cache() -> None:
     atexit.register(remove)
 
 
-def _own_turns_folder() -> None:
-    """The host turns' lock files (tests/helpers/host_turns.py), made as the build cache is: by the run's first
-    process, before its workers start, so that every worker finds the same two files."""
-    if TURNS_ENV in os.environ:
-        return
-    made, owner = tempfile.mkdtemp(prefix="kagent-test-turns-"), os.getpid()
-    os.environ[TURNS_ENV] = made
-
-    def remove() -> None:
-        if os.getpid() == owner:
-            shutil.rmtree(made, ignore_errors=True)
-
-    atexit.register(remove)
-
-
-_own_build_cache()
-_own_turns_folder()
+# Set before any test imports the harness: the whole run shares one build cache (each run's is ~1.9 GB: left
+# behind, a few runs filled a disk) and one folder of host turns' lock files (tests/helpers/host_turns.py).
+_own_folder("KERNEL_AGENT_CACHE", "kagent-test-cache-")
+_own_folder(TURNS_ENV, "kagent-test-turns-")
 # `agent run` sanitizes each new best where it can (ASan here: an instrumented build of ~50 s a kernel); the
 # suite's runs test other things, and the sanitizer's own tests ask for it (tests/test_sanitize_run.py).
 os.environ.setdefault("KERNEL_AGENT_SANITIZE", "off")
@@ -107,10 +94,9 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """In a distributed run each test's whole protocol (its module's fixtures made or ended with it) holds a
     host turn: alone where marked `serial`, else beside the other worker's tests."""
-    folder = os.environ.get(TURNS_ENV)
-    if not os.environ.get("PYTEST_XDIST_WORKER") or not folder:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         return (yield)
-    with host_turn(Path(folder), alone=item.get_closest_marker("serial") is not None):
+    with host_turn(Path(os.environ[TURNS_ENV]), alone=item.get_closest_marker("serial") is not None):
         return (yield)
 
 

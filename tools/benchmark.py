@@ -202,8 +202,8 @@ def workers_ahead(kind: str, running: int) -> int:
     runs beside this evaluation instead of after it: back to back, each evaluation waited 4.7 s for it (H200,
     2026-12-02). A CUDA timing reads the device's clock, which another process's start does not move (its two
     warm-up kernels are microseconds); a CPU timing reads the host's, so a CPU worker is made only after.
-    The others in flight are as many as a GPU takes (`evaluations_per_gpu`) less this one: capped at two
-    (`AHEAD`), 11 of 16 evaluations at four trajectories waited 0.6-6.2 s to start a worker (H100, 4fc9179)."""
+    The others in flight are as many as a GPU takes (`evaluations_per_gpu`) less this one: when they were
+    capped at two, 11 of 16 evaluations at four trajectories waited 0.6-6.2 s to start a worker (H100, 4fc9179)."""
     if kind != "cuda" or not cores_to_spare():
         return 1
     return min(2 + min(running, evaluations_per_gpu() - 1), MAX_PREPARED)

@@ -11,8 +11,8 @@ Each resource's cap, from how evaluations use it (agent/execution/leases.py, too
   trajectory thinks or compiles; none visible: one trajectory, whose evaluations say `no_device`;
 * GPU memory: four evaluations in flight with three truth servers and five workers made ahead took up to
   60.3 GiB on the selective scan (H100, 5a89d46, 2026-12-07: 61715 MiB; 60.1 GiB on 4fc9179 with three made
-  ahead, 59.7 GiB on b391d45; two took 55.6 GiB on the H200, 2026-12-05c); a
-  GPU with less takes one trajectory;
+  ahead, 59.7 GiB on b391d45; two took 55.6 GiB on the H200, 2026-12-05c); a GPU with less takes one
+  trajectory;
 * truth: each evaluation's input set and float64 truth; at two trajectories a GPU the truth servers were
   ~97 % busy (H200, 683690c), so two a GPU, unless input sets are shared between candidates' evaluations
   (`KERNEL_AGENT_SHARE_TRUTH=1`, tools/judge/_share.py): a set then serves the evaluations in flight

@@ -2,9 +2,10 @@
 
 - A **timing** lease is exclusive per resource: one GPU (`gpu0`, `gpu1`, ...) for a CUDA problem, the
   whole host (`host`) for a CPU problem. With warm workers a GPU takes `evaluations_per_gpu()`
-  (tools/supervise/pool.py) evaluations at once, each under an **evaluation** lease: their timed loops hold the device alone in turn (the warm
-  pool's lock, tools/supervise/locks.py), and each such span is reported as that GPU's timing lease, so
-  that timing leases still never overlap while one evaluation's truth and checks run beside another's.
+  (tools/supervise/pool.py) evaluations at once, each under an **evaluation** lease: their timed loops
+  hold the device alone in turn (the warm pool's lock, tools/supervise/locks.py), and each such span is
+  reported as that GPU's timing lease, so that timing leases still never overlap while one evaluation's
+  truth and checks run beside another's.
 - A **compile** lease is one slot of a CPU pool sized to the cores (`cpu`).
 - On a CPU problem the host clock times the candidate, so a timing must not overlap a compile: compiles
   take the host lock shared, a timing takes it exclusive (a readers-writer lock that lets a waiting

@@ -11,7 +11,8 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               allocated and freed before the call); both again after one CUDA profiler session, as the
               evaluator's worker runs one while it warms up; with --guard, both again under the worker's
               audit hook; with fresh inputs after the core slept, or spun, PAUSE_MS before each call
-              (does an idle core make the launch path slow?). Each loop reports the CUDA-event median, the
+              (does an idle core make the launch path slow?), and with the persisting-L2 reset the
+              evaluator makes before each flush (does it?). Each loop reports the CUDA-event median, the
               host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
               it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
@@ -24,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import importlib.util
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -93,6 +96,21 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
     return rows
 
 
+@functools.cache
+def _persisting_l2_reset() -> Callable[[], int]:
+    """cudaCtxResetPersistingL2Cache of torch's runtime, found as the evaluator finds it (tools/worker/l2.py)."""
+    from tools.worker.l2 import find_runtime  # ctypes only: no torch state of its own
+
+    reset, _ = find_runtime()
+    if reset is None:
+        raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
+    return reset
+
+
+def RESET_L2() -> int:  # noqa: N802 - named as the call it stands for in the loop
+    return _persisting_l2_reset()()
+
+
 def pause(kind: str, ms: float) -> None:
     """What the host does before a call is prepared: `sleep` leaves the core idle (as a worker blocked on
     its parent's reply does), `spin` keeps it busy for the same time."""
@@ -111,6 +129,7 @@ def loop(
     fresh: bool,
     calls: int,
     first: tuple[str, float] | None = None,
+    reset_l2: bool = False,
 ) -> dict[str, Any]:
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
     host, device = [], []
@@ -125,6 +144,8 @@ def loop(
             keep.append(x)
             poison = torch.full(base.shape, float("nan"), device="cuda")
             del poison
+        if reset_l2:  # as the evaluator's flush does first (tools/worker/l2.py)
+            RESET_L2()
         flush.zero_()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -147,6 +168,7 @@ def loop(
     return {
         "inputs": "fresh" if fresh else "same",
         "before": f"{first[0]} {first[1]:g} ms" if first else "nothing",
+        "reset_l2": reset_l2,
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
@@ -180,6 +202,12 @@ def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, A
         r["timeline"] = timeline(model, base, flush)
     for r, (model, base) in zip(results, built, strict=True):  # the core idle, or busy, before each call
         r["loops"] += [loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin")]
+        # the persisting-L2 reset before each flush, as the evaluator's loop has it: with nothing before, then
+        # after the core slept
+        r["loops"] += [
+            loop(model, base, flush, True, calls, first, reset_l2=True)
+            for first in (None, ("sleep", PAUSE_MS))
+        ]
     warm_profiler()  # as every CUDA worker made ahead does (tools/worker/usage.py warm_up_cuda)
     for r, (model, base) in zip(results, built, strict=True):
         r["loops"] += [
@@ -244,6 +272,7 @@ def main() -> int:
             after = " after the profiler" if lp.get("after_profiler") else ""
             after = " under the audit hook" if lp.get("after_guard") else after
             after += f" after {lp['before']}" if lp.get("before", "nothing") != "nothing" else ""
+            after += " with the L2 reset" if lp.get("reset_l2") else ""
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
                 f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "

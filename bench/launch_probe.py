@@ -10,7 +10,9 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               ("fresh": a new rolled copy of the input each call, the last 31 kept alive, a NaN block
               allocated and freed before the call); both again after one CUDA profiler session, as the
               evaluator's worker runs one while it warms up; with --guard, both again under the worker's
-              audit hook. Each loop reports the CUDA-event median, the
+              audit hook; with fresh inputs after the core slept, or spun, PAUSE_MS before each call
+              (does an idle core make the launch path slow?), and with the persisting-L2 reset the
+              evaluator makes before each flush (does it?). Each loop reports the CUDA-event median, the
               host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
               it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
@@ -23,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import importlib.util
 import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,6 +40,7 @@ import torch
 
 SHAPE = (16, 1024, 1024)
 D_STATE = 16
+PAUSE_MS = 3.0  # a worker's wait for its parent's reply before a timed call, roughly
 KEEP = 31  # inputs kept alive, as the evaluator keeps 2 GB of them at this shape (tools/worker/candidate.py)
 
 
@@ -91,20 +96,56 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
     return rows
 
 
+@functools.cache
+def _persisting_l2_reset() -> Callable[[], int]:
+    """cudaCtxResetPersistingL2Cache of torch's runtime, found as the evaluator finds it (tools/worker/l2.py)."""
+    from tools.worker.l2 import find_runtime  # ctypes only: no torch state of its own
+
+    reset, _ = find_runtime()
+    if reset is None:
+        raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
+    return reset
+
+
+def RESET_L2() -> int:  # noqa: N802 - named as the call it stands for in the loop
+    return _persisting_l2_reset()()
+
+
+def pause(kind: str, ms: float) -> None:
+    """What the host does before a call is prepared: `sleep` leaves the core idle (as a worker blocked on
+    its parent's reply does), `spin` keeps it busy for the same time."""
+    if kind == "sleep":
+        time.sleep(ms / 1e3)
+    elif kind == "spin":
+        until = time.perf_counter() + ms / 1e3
+        while time.perf_counter() < until:
+            pass
+
+
 def loop(
-    model: torch.nn.Module, base: torch.Tensor, flush: torch.Tensor, fresh: bool, calls: int
+    model: torch.nn.Module,
+    base: torch.Tensor,
+    flush: torch.Tensor,
+    fresh: bool,
+    calls: int,
+    first: tuple[str, float] | None = None,
+    reset_l2: bool = False,
 ) -> dict[str, Any]:
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
     host, device = [], []
     before = torch.cuda.memory_stats()
     out = None
     for i in range(calls):
+        if first is not None:
+            pause(*first)
         x = base
         if fresh:
             x = torch.roll(base.reshape(-1), 7919 * (i + 1)).reshape(base.shape)
             keep.append(x)
             poison = torch.full(base.shape, float("nan"), device="cuda")
             del poison
+        if reset_l2:  # as the evaluator's flush does first (tools/worker/l2.py)
+            RESET_L2()
         flush.zero_()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -126,6 +167,8 @@ def loop(
     }
     return {
         "inputs": "fresh" if fresh else "same",
+        "before": f"{first[0]} {first[1]:g} ms" if first else "nothing",
+        "reset_l2": reset_l2,
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
@@ -157,6 +200,14 @@ def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, A
         )
     for r, (model, base) in zip(results, built, strict=True):
         r["timeline"] = timeline(model, base, flush)
+    for r, (model, base) in zip(results, built, strict=True):  # the core idle, or busy, before each call
+        r["loops"] += [loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin")]
+        # the persisting-L2 reset before each flush, as the evaluator's loop has it: with nothing before, then
+        # after the core slept
+        r["loops"] += [
+            loop(model, base, flush, True, calls, first, reset_l2=True)
+            for first in (None, ("sleep", PAUSE_MS))
+        ]
     warm_profiler()  # as every CUDA worker made ahead does (tools/worker/usage.py warm_up_cuda)
     for r, (model, base) in zip(results, built, strict=True):
         r["loops"] += [
@@ -220,6 +271,8 @@ def main() -> int:
         for lp in r["loops"]:
             after = " after the profiler" if lp.get("after_profiler") else ""
             after = " under the audit hook" if lp.get("after_guard") else after
+            after += f" after {lp['before']}" if lp.get("before", "nothing") != "nothing" else ""
+            after += " with the L2 reset" if lp.get("reset_l2") else ""
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
                 f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "

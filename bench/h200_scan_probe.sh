@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Selective-scan variants on a bare GPU machine, from the repo root (.whl carried for the `bench` step):
+#   VARS="best.py alt/14_pairs_fastsp.py" bash bench/h200_scan_probe.sh
+#   STEPS="bench variants" BENCH="best.py alt/16_pairs8_fastsp.py:sanitize" VARS="..." bash bench/h200_scan_probe.sh
+# STEPS (any of, run in this order; default "variants ncu sass"):
+#   bench     the real evaluator, `agent bench --json` (`--sanitize` where an entry ends in :sanitize), on each
+#             of BENCH, after installing the project
+#   variants  bench/scan_variants.py on VARS (paths under problems/selective_scan/solutions/): builds them in
+#             parallel, checks every case against float64 truth (its long_memory bound has no calibration,
+#             so its `pass` there is stricter than the evaluator's), times the three shapes; SWEEP=1,2 and
+#             SWEEPV=<names> for a FORCE_CHUNKS sweep
+#   ncu       Nsight Compute on one forward at shape 1 (bench/ncu_forward.py) of each of NCU_VARS (default
+#             VARS): speed of light, occupancy, warp state, instruction and launch statistics per kernel
+#   probe     bench/launch_probe.py on PROBE: the host's time to issue a forward, the core idle or busy before
+#   sass      cuobjdump -sass of every extension built, where the machine has cuobjdump
+# Writes under $OUT: bench_<v>.json, scan_variants.json, sv.txt, ncu_<v>.txt, launch_probe.json, sass_<ext>.txt.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+START=$(date +%s)
+. bench/h200_lib.sh
+STEPS=${STEPS:-variants ncu sass}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+machine_facts | tee "$OUT/gpu.txt"
+SOL=problems/selective_scan/solutions
+VARS=${VARS:-"best.py"}
+export MAX_JOBS=$(nproc) TORCH_EXTENSIONS_DIR=/tmp/ext
+
+if has bench; then
+  h200_setup >/dev/null 2>&1
+  step_done install
+  for item in ${BENCH:-best.py}; do
+    v=${item%%:*}; n=$(basename "$v" .py); flags=""
+    [ "$item" != "${item%:sanitize}" ] && { flags="--sanitize"; n="${n}_sanitize"; }
+    timeout 200 agent bench problems/selective_scan.yaml "$SOL/$v" $flags --json > "$OUT/bench_$n.json" 2>/dev/null
+    python3 - "$OUT/bench_$n.json" "$n" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except ValueError:
+    print(sys.argv[2], "no result"); raise SystemExit
+rows = [f"{t['name']}: {t['candidate']['median_ms']:.4f} ms (launch {t['candidate'].get('launch_median_ms') or 0:.3f})"
+        for t in d["timings"] if t.get("candidate")]
+print(sys.argv[2], d["status"], d["speedup"], d["flags"], "; ".join(rows) or d["message"][:300])
+PY
+    step_done "bench $n"
+  done
+fi
+if has variants; then
+  timeout "${SV_S:-300}" python3 bench/scan_variants.py --variants $(for v in $VARS; do echo $SOL/$v; done) \
+    --iters "${ITERS:-30}" ${SWEEP:+--sweep $SWEEP} ${SWEEPV:+--sweep-variants $SWEEPV} --out "$OUT" > "$OUT/sv.txt" 2>&1
+  grep -v Warning "$OUT/sv.txt" | tail -12
+  step_done variants
+fi
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+if has ncu && [ -n "$NCU" ]; then
+  for v in ${NCU_VARS-$VARS}; do
+    n=$(basename "$v" .py)
+    timeout 90 "$NCU" --profile-from-start off --kernel-name regex:^ss --section SpeedOfLight --section Occupancy \
+      --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
+      --section LaunchStats --section InstructionStats python3 bench/ncu_forward.py "$SOL/$v" > "$OUT/ncu_$n.txt" 2>&1
+    echo "== $n"
+    grep -E "^  [a-z].*\(|Duration|Issue Slots Busy|Achieved Occupancy|Registers Per|Executed Instructions  " \
+      "$OUT/ncu_$n.txt" | sed 's/(const float \*.*//' | head -24
+  done
+  step_done ncu
+fi
+if has probe; then
+  timeout 150 python3 -m bench.launch_probe $(for v in ${PROBE:-best.py}; do echo $SOL/$v; done) --calls 60 \
+    --json "$OUT/launch_probe.json" 2>&1 | grep -v "Warning\|warn" | grep -v "^  [cg]pu " | tail -30
+  step_done probe
+fi
+CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)
+if has sass && [ -n "$CUOBJ" ]; then
+  for so in $(find /tmp/ext -name "*.so" 2>/dev/null); do
+    "$CUOBJ" -sass "$so" > "$OUT/sass_$(basename "$so" .so).txt" 2>&1
+  done
+  step_done sass
+fi

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import functools
 import importlib.util
 import json
 import statistics
@@ -37,6 +36,8 @@ from types import ModuleType
 from typing import Any
 
 import torch
+
+from tools.worker.l2 import find_runtime  # ctypes only: no torch state of its own
 
 SHAPE = (16, 1024, 1024)
 D_STATE = 16
@@ -96,21 +97,6 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
     return rows
 
 
-@functools.cache
-def _persisting_l2_reset() -> Callable[[], int]:
-    """cudaCtxResetPersistingL2Cache of torch's runtime, found as the evaluator finds it (tools/worker/l2.py)."""
-    from tools.worker.l2 import find_runtime  # ctypes only: no torch state of its own
-
-    reset, _ = find_runtime()
-    if reset is None:
-        raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
-    return reset
-
-
-def RESET_L2() -> int:  # noqa: N802 - named as the call it stands for in the loop
-    return _persisting_l2_reset()()
-
-
 def pause(kind: str, ms: float) -> None:
     """What the host does before a call is prepared: `sleep` leaves the core idle (as a worker blocked on
     its parent's reply does), `spin` keeps it busy for the same time."""
@@ -128,24 +114,26 @@ def loop(
     flush: torch.Tensor,
     fresh: bool,
     calls: int,
-    first: tuple[str, float] | None = None,
-    reset_l2: bool = False,
+    pause_first: tuple[str, float] | None = None,
+    reset_l2: Callable[[], int] | None = None,
 ) -> dict[str, Any]:
+    """`pause_first`: (kind, ms) for `pause` before each call; `reset_l2`: the persisting-L2 reset, called before
+    each flush as the evaluator's loop does (tools/worker/l2.py)."""
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
     host, device = [], []
     before = torch.cuda.memory_stats()
     out = None
     for i in range(calls):
-        if first is not None:
-            pause(*first)
+        if pause_first is not None:
+            pause(*pause_first)
         x = base
         if fresh:
             x = torch.roll(base.reshape(-1), 7919 * (i + 1)).reshape(base.shape)
             keep.append(x)
             poison = torch.full(base.shape, float("nan"), device="cuda")
             del poison
-        if reset_l2:  # as the evaluator's flush does first (tools/worker/l2.py)
-            RESET_L2()
+        if reset_l2 is not None:
+            reset_l2()
         flush.zero_()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -167,8 +155,8 @@ def loop(
     }
     return {
         "inputs": "fresh" if fresh else "same",
-        "before": f"{first[0]} {first[1]:g} ms" if first else "nothing",
-        "reset_l2": reset_l2,
+        "before": f"{pause_first[0]} {pause_first[1]:g} ms" if pause_first else "nothing",
+        "reset_l2": reset_l2 is not None,
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
@@ -200,12 +188,14 @@ def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, A
         )
     for r, (model, base) in zip(results, built, strict=True):
         r["timeline"] = timeline(model, base, flush)
+    reset, _ = find_runtime()  # the evaluator's own lookup, in torch's CUDA runtime
+    if reset is None:
+        raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
     for r, (model, base) in zip(results, built, strict=True):  # the core idle, or busy, before each call
         r["loops"] += [loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin")]
-        # the persisting-L2 reset before each flush, as the evaluator's loop has it: with nothing before, then
-        # after the core slept
+        # the persisting-L2 reset before each flush, as the evaluator's loop has it: alone, then after the core slept
         r["loops"] += [
-            loop(model, base, flush, True, calls, first, reset_l2=True)
+            loop(model, base, flush, True, calls, first, reset_l2=reset)
             for first in (None, ("sleep", PAUSE_MS))
         ]
     warm_profiler()  # as every CUDA worker made ahead does (tools/worker/usage.py warm_up_cuda)

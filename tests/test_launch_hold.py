@@ -55,3 +55,13 @@ def test_the_model_is_told_when_the_host_set_the_figure() -> None:
     assert host_note(device) == ""
     cpu = TimingStats(median_ms=1.0, rse=0.01, n=5, min_ms=0.9, max_ms=1.1, mean_ms=1.0, clock="host")
     assert host_note(cpu) == ""
+
+
+def test_a_hold_that_ran_long_is_charged_to_the_call() -> None:
+    """A hold slowed past its slack waited on work nothing else clocks: that time is the call's."""
+
+    def held_for(ms: float) -> hold.Held:
+        return hold.Held(begin="begin", host_start=0.0, elapsed=lambda _a, _b: ms, requested_ms=0.5)
+
+    assert held_for(0.51).overrun_ms("start") == 0.0  # its own launch: within the slack
+    assert held_for(3.0).overrun_ms("start") == pytest.approx(3.0 - 0.5 - hold.HOLD_SLACK_MS)

@@ -17,6 +17,9 @@ The host's time is not dropped: a call's figure is the longer of its device time
 issue it (`call_ms`), which is what a loop of such calls sustains. So work a candidate does on the host (a
 result computed on the CPU, then copied) is timed by the host's clock, however long the hold.
 
+A hold that takes longer than asked waited on work this context's synchronize did not (another context's,
+or a kernel launched meanwhile that outlives it): the overrun is added to the call's figure.
+
 Where the host takes longer than the hold, the device waits for the rest inside the events, as without a
 hold; `exposed_ms` says how much of the host's issue time the hold did not cover (from the hold's start on the
 host, so an upper bound). Past HOLD_MAX_MS the host, not the device, sets the call's figure anyway, and no
@@ -37,6 +40,7 @@ HOLD_MARGIN = 1.5  # the hold over the host's recent median time to issue a call
 HOLD_PAD_MS = 0.03  # and a little more: the hold's own launch, a slower call now and then
 HOLD_MAX_MS = 2.0  # a host slower than this sets the figure itself (call_ms): a hold would only cost time
 RECENT = 5  # calls whose issue time sets the next hold
+HOLD_SLACK_MS = 0.02  # a hold may run this much past its length (its launch, the start event's) uncharged
 
 KERNEL = "kagent_hold"
 PTX = b"""
@@ -85,10 +89,18 @@ class Held:
     begin: Any  # torch.cuda.Event
     host_start: float
     elapsed: Callable[[Any, Any], float]
+    requested_ms: float
 
     def device_ms(self, start: Any) -> float:
         """How long the stream was held: the hold's start event to the call's start event."""
         return self.elapsed(self.begin, start)
+
+    def overrun_ms(self, start: Any) -> float:
+        """How much longer than asked the hold took, past HOLD_SLACK_MS: charged to the call. After the loop's
+        device-wide synchronize nothing of this context runs, so a hold that cannot fill the SMs at once or is
+        slowed waited on work nothing else clocks (another context's, a kernel launched during the hold that
+        outlives it), and that work may have been the call's."""
+        return max(0.0, self.device_ms(start) - self.requested_ms - HOLD_SLACK_MS)
 
 
 @dataclass
@@ -152,4 +164,4 @@ class DeviceHold:
         if rc != 0:
             self.loaded, self.status = None, f"failed: cuLaunchKernel returned CUresult {rc}"
             return None
-        return Held(begin=begin, host_start=host_start, elapsed=self.elapsed)
+        return Held(begin=begin, host_start=host_start, elapsed=self.elapsed, requested_ms=ms)

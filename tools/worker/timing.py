@@ -310,7 +310,8 @@ def measure(
             device_ms.append(_elapsed(start, end))
             escaped_ms.append(max(0.0, (h1 - end_done) - idle) * 1e3)
             launch_ms.append((issued - h0) * 1e3)
-            call_ms.append(max(device_ms[-1], launch_ms[-1]))
+            overrun = held.overrun_ms(start) if held is not None else 0.0
+            call_ms.append(max(device_ms[-1], launch_ms[-1]) + overrun)
             hold_ms.append(held.device_ms(start) if held is not None else 0.0)
             issue_from = held.host_start if held is not None else h0
             exposed_ms.append(max(0.0, (issued - issue_from) * 1e3 - hold_ms[-1]))

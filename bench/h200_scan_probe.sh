@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Selective-scan variants on a bare GPU machine, from the repo root (.whl carried for the `bench` step):
-#   VARS="best.py alt/14_pairs_fastsp.py" bash bench/h200_scan_probe.sh
+#   VARS="best.py 14_pairs_fastsp.py" bash bench/h200_scan_probe.sh
 #   STEPS="bench variants" BENCH="best.py alt/16_pairs8_fastsp.py:sanitize" VARS="..." bash bench/h200_scan_probe.sh
 # STEPS (any of, run in this order; default "variants ncu sass"):
 #   bench     the real evaluator, `agent bench --json` (`--sanitize` where an entry ends in :sanitize), on each
@@ -16,7 +16,7 @@
 #   sass      cuobjdump -sass of every extension built, where the machine has cuobjdump
 # An entry of VARS, BENCH, NCU_VARS or PROBE is a file under problems/selective_scan/solutions/, or
 # FILE@NAME=V[,NAME=V]: that file with those `#define` lines changed and its extension renamed, written to
-# /tmp/derived/ (the scan variants differ only so: alt/14_pairs_fastsp.py@SS_G=8 has 8 lanes a channel pair).
+# /tmp/derived/ (the scan variants differ only so: 14_pairs_fastsp.py@SS_G=8 has 8 lanes a channel pair).
 # Writes under $OUT: bench_<v>.json, scan_variants.json, sv.txt, ncu_<v>.txt, launch_probe.json, sass_<ext>.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"

@@ -49,7 +49,7 @@ grep -E "^(FAILED|ERROR)|[0-9]+ (passed|failed)" "$OUT/gpu_tests.txt" | tail -12
 read -r tp tf < <(pytest_counts "$OUT/gpu_tests.txt")
 passed=$((passed + tp)); failed=$((failed + tf))
 if [ "$rc" -ne 0 ] && [ "$tf" -eq 0 ]; then failed=$((failed + 1)); echo "FAIL gate tests did not finish (exit $rc)"; fi
-[ "$tp" -ge 6 ] || { failed=$((failed + 1)); echo "FAIL only $tp gate tests passed (6 expected)"; }
+[ "$tp" -ge 7 ] || { failed=$((failed + 1)); echo "FAIL only $tp gate tests passed (7 expected)"; }
 [ -s "$OUT/gpu_failures.txt" ] && grep -E "^(===|E  )" "$OUT/gpu_failures.txt" | cut -c1-300 | head -40
 step_done "gate tests"
 

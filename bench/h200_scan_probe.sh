@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Selective-scan variants on a bare GPU machine, from the repo root (.whl carried for the `bench` step):
-#   VARS="best.py alt/14_pairs_fastsp.py" bash bench/h200_scan_probe.sh
+#   VARS="best.py 14_pairs_fastsp.py" bash bench/h200_scan_probe.sh
 #   STEPS="bench variants" BENCH="best.py alt/16_pairs8_fastsp.py:sanitize" VARS="..." bash bench/h200_scan_probe.sh
 # STEPS (any of, run in this order; default "variants ncu sass"):
 #   bench     the real evaluator, `agent bench --json` (`--sanitize` where an entry ends in :sanitize), on each
@@ -10,12 +10,13 @@
 #             so its `pass` there is stricter than the evaluator's), times the three shapes; SWEEP=1,2 and
 #             SWEEPV=<names> for a FORCE_CHUNKS sweep
 #   ncu       Nsight Compute on one forward at shape 1 (bench/ncu_forward.py) of each of NCU_VARS (default
-#             VARS): speed of light, occupancy, warp state, instruction and launch statistics per kernel
+#             VARS): speed of light, occupancy, warp state (each stall reason's warps per issue), instruction
+#             and launch statistics per kernel
 #   probe     bench/launch_probe.py on PROBE: the host's time to issue a forward, the core idle or busy before
 #   sass      cuobjdump -sass of every extension built, where the machine has cuobjdump
 # An entry of VARS, BENCH, NCU_VARS or PROBE is a file under problems/selective_scan/solutions/, or
 # FILE@NAME=V[,NAME=V]: that file with those `#define` lines changed and its extension renamed, written to
-# /tmp/derived/ (the scan variants differ only so: alt/14_pairs_fastsp.py@SS_G=8 has 8 lanes a channel pair).
+# /tmp/derived/ (the scan variants differ only so: 14_pairs_fastsp.py@SS_G=8 has 8 lanes a channel pair).
 # Writes under $OUT: bench_<v>.json, scan_variants.json, sv.txt, ncu_<v>.txt, launch_probe.json, sass_<ext>.txt.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -85,7 +86,9 @@ if has ncu && [ -n "$NCU" ]; then
     n=$(basename "$v" .py)
     timeout 90 "$NCU" --profile-from-start off --kernel-name regex:^ss --section SpeedOfLight --section Occupancy \
       --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
-      --section LaunchStats --section InstructionStats python3 bench/ncu_forward.py "$v" > "$OUT/ncu_$n.txt" 2>&1
+      --section LaunchStats --section InstructionStats \
+      --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+      python3 bench/ncu_forward.py "$v" > "$OUT/ncu_$n.txt" 2>&1
     echo "== $n"
     grep -E "^  [a-z].*\(|Duration|Issue Slots Busy|Achieved Occupancy|Registers Per|Executed Instructions  " \
       "$OUT/ncu_$n.txt" | sed 's/(const float \*.*//' | head -24

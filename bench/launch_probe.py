@@ -12,7 +12,10 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               evaluator's worker runs one while it warms up; with --guard, both again under the worker's
               audit hook; with fresh inputs after the core slept, or spun, PAUSE_MS before each call
               (does an idle core make the launch path slow?), and with the persisting-L2 reset the
-              evaluator makes before each flush (does it?). Each loop reports the CUDA-event median, the
+              evaluator makes before each flush (does it?); as the worker waits on its parent, a round
+              trip to a child process that answers ECHO_MS later before each call, alone and with the
+              worker's reads of the previous output (a fingerprint summed on the device and read back).
+              Each loop reports the CUDA-event median, the
               host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
               it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
@@ -28,6 +31,7 @@ import collections
 import importlib.util
 import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +46,7 @@ from tools.worker.l2 import find_runtime  # ctypes only: no torch state of its o
 SHAPE = (16, 1024, 1024)
 D_STATE = 16
 PAUSE_MS = 3.0  # a worker's wait for its parent's reply before a timed call, roughly
+ECHO_MS = 0.3  # the parent's time to answer a worker's next_call, roughly
 KEEP = 31  # inputs kept alive, as the evaluator keeps 2 GB of them at this shape (tools/worker/candidate.py)
 
 
@@ -108,6 +113,44 @@ def pause(kind: str, ms: float) -> None:
             pass
 
 
+class Echo:
+    """A child process that answers each line ECHO_MS after it came: a worker's blocking round trip to its
+    parent before each timed call (tools/worker/candidate.py `JudgeLink.ask`)."""
+
+    CHILD = (
+        "import sys, time\nfor line in sys.stdin:\n    time.sleep(float(line))\n    print('go', flush=True)\n"
+    )
+
+    def __init__(self, ms: float) -> None:
+        self.ms = ms
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", self.CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
+
+    def __call__(self) -> None:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(f"{self.ms / 1e3}\n")
+        self.proc.stdin.flush()
+        self.proc.stdout.readline()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def fingerprint(out: torch.Tensor, weights: torch.Tensor) -> float:
+    """The worker's read of a timed output before the next call: a weighted sum on the device, read back."""
+    flat = out.reshape(-1)
+    n = min(flat.numel(), weights.numel())
+    return float((flat[:n] * weights[:n]).sum().item())
+
+
 def loop(
     model: torch.nn.Module,
     base: torch.Tensor,
@@ -116,16 +159,25 @@ def loop(
     calls: int,
     pause_first: tuple[str, float] | None = None,
     reset_l2: Callable[[], int] | None = None,
+    echo: Echo | None = None,
+    settle: torch.Tensor | None = None,
 ) -> dict[str, Any]:
     """`pause_first`: (kind, ms) for `pause` before each call; `reset_l2`: the persisting-L2 reset, called before
-    each flush as the evaluator's loop does (tools/worker/l2.py)."""
+    each flush as the evaluator's loop does (tools/worker/l2.py); `echo`: a round trip to a child before each
+    call; `settle`: weights to fingerprint the previous output with, after the round trip."""
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
-    host, device = [], []
+    host, device, trips = [], [], []
     before = torch.cuda.memory_stats()
     out = None
     for i in range(calls):
         if pause_first is not None:
             pause(*pause_first)
+        if echo is not None:
+            t = time.perf_counter()
+            echo()
+            trips.append((time.perf_counter() - t) * 1e3)
+        if settle is not None and out is not None:
+            fingerprint(out, settle)
         x = base
         if fresh:
             x = torch.roll(base.reshape(-1), 7919 * (i + 1)).reshape(base.shape)
@@ -157,6 +209,9 @@ def loop(
         "inputs": "fresh" if fresh else "same",
         "before": f"{pause_first[0]} {pause_first[1]:g} ms" if pause_first else "nothing",
         "reset_l2": reset_l2 is not None,
+        "echo_ms": echo.ms if echo is not None else None,
+        "round_trip_median_ms": statistics.median(trips) if trips else None,
+        "settle": settle is not None,
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
@@ -203,6 +258,16 @@ def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, A
         r["loops"] += [
             {**loop(model, base, flush, fresh, calls), "after_profiler": True} for fresh in (False, True)
         ]
+    echo, weights = Echo(ECHO_MS), torch.rand(1 << 22, device="cuda")
+    for r, (model, base) in zip(results, built, strict=True):  # as a worker: its parent's reply, its reads
+        r["loops"] += [
+            {
+                **loop(model, base, flush, True, calls, reset_l2=reset, echo=echo, settle=w),
+                "after_profiler": True,
+            }
+            for w in (None, weights)
+        ]
+    echo.close()
     if guard is not None:
         install_guard(guard)
         for r, (model, base) in zip(results, built, strict=True):
@@ -263,6 +328,8 @@ def main() -> int:
             after = " under the audit hook" if lp.get("after_guard") else after
             after += f" after {lp['before']}" if lp.get("before", "nothing") != "nothing" else ""
             after += " with the L2 reset" if lp.get("reset_l2") else ""
+            after += f" after a {lp['echo_ms']:g} ms round trip" if lp.get("echo_ms") else ""
+            after += " and the last output's fingerprint" if lp.get("settle") else ""
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
                 f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "

@@ -258,7 +258,10 @@ def main() -> int:
     results: dict[str, Any] = {}
     for path in paths:
         name = variant_name(path)
-        res: dict[str, Any] = {"file": str(path.relative_to(ROOT)), "build": builds[name]}
+        res: dict[str, Any] = {
+            "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
+            "build": builds[name],
+        }
         results[name] = res
         if not builds[name]["ok"]:
             print(f"[{name}] build failed:\n{builds[name]['log'][-1500:]}", flush=True)

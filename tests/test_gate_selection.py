@@ -25,6 +25,8 @@ GATE = {
     "test_kernel_that_never_returns_times_out",
     "an illegal address → runtime_error, the next candidate ok": "tests/adversarial/gpu/test_gpu_exploits.py::"
     "test_illegal_address_is_a_runtime_error_and_stops_the_worker",
+    "work on a side stream held back with the call's launches": "tests/adversarial/gpu/test_gpu_hold.py::"
+    "test_work_on_a_side_stream_cannot_run_ahead_of_the_hold",
 }
 
 

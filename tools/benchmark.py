@@ -246,6 +246,22 @@ def _stats(s: TimingStats | None) -> str:
     return f"{s.median_ms:.3f} ms ± {s.rse * 100:.1f}%" if s else "n/a"
 
 
+def host_note(s: TimingStats | None) -> str:
+    """Where the host, not the device, set a CUDA candidate's figure: most calls took longer to issue than
+    their kernels ran (tools/worker/hold.py); or where the hold left much of the host's path on the clock."""
+    if s is None or s.clock != "cuda_event" or s.launch_median_ms is None or s.event_median_ms is None:
+        return ""
+    if s.host_bound_calls and 2 * s.host_bound_calls >= s.n:
+        return (
+            f" [host-bound: issuing a call took {s.launch_median_ms:.3f} ms, its device work "
+            f"{s.event_median_ms:.3f} ms; the figure is the host's]"
+        )
+    exposed = s.exposed_launch_median_ms or 0.0
+    if exposed > 0.1 * s.median_ms:
+        return f" [{exposed:.3f} ms of the host's path to the launches inside the clock]"
+    return ""
+
+
 def _interval_text(t: ShapeTiming) -> str:
     if t.speedup is None or t.speedup_interval is None:
         return ""
@@ -269,7 +285,8 @@ def _timing_line(t: ShapeTiming) -> str:
         against = f"reference {_stats(t.reference)} (eager) -> {speed}"
     note = f" ({t.message})" if t.message else ""
     floor = f"; {floor_text(t)}" if floor_text(t) else ""
-    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {_stats(t.candidate)} vs {against}{floor}{note}"
+    yours = f"{_stats(t.candidate)}{host_note(t.candidate)}"
+    return f"  {t.name}{' [primary]' if t.primary else ''}: yours {yours} vs {against}{floor}{note}"
 
 
 def figures_line(f: Figures) -> str:

@@ -139,20 +139,20 @@ class TimingStats(Model):
     max_ms: float
     mean_ms: float
     host_median_ms: float | None = None
-    escaped_median_ms: float | None = Field(
-        None,
-        description="CUDA: host-clock time from the end event's completion to the end of a device-wide "
-        "synchronize, less an idle synchronize's cost (work that escaped the events)",
-    )
+    # CUDA: host-clock time from the end event's completion to the end of a device-wide synchronize, less an
+    # idle synchronize's cost (work that escaped the events)
+    escaped_median_ms: float | None = None
     launch_median_ms: float | None = Field(None, description="CUDA: host time to issue one call")
+    # CUDA, launches held (tools/worker/hold.py): a call's figure is the longer of its events' time and the host's
+    # issue time; the events' median, the hold's, the issue time not held (at most), host-set calls, why no hold.
+    event_median_ms: float | None = None
+    hold_median_ms: float | None = None
+    exposed_launch_median_ms: float | None = None
+    host_bound_calls: int | None = None
+    hold: str | None = None
     clock: Literal["cuda_event", "host"] = "cuda_event"
-    batch_ms: float | None = Field(
-        None, description="the timed loop's wall time, by the timing process's clock"
-    )
-    parent_batch_ms: float | None = Field(
-        None,
-        description="the same loop's wall time by the evaluator's own clock (outside the candidate's reach)",
-    )
+    batch_ms: float | None = None  # the timed loop's wall time, by the timing process's clock
+    parent_batch_ms: float | None = None  # the same loop's wall time by the evaluator's own clock
     windows: int | None = Field(
         None,
         description="where set, these stats pool that many loops' medians (the reference's quiet windows on "

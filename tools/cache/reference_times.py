@@ -48,7 +48,10 @@ class ReferenceTimes:
         self.path = cache_root() / "reference_times.json"
         # A CPU problem's reference is timed with its thread budget (tools.host.timing_threads) and a heap that
         # keeps freed memory (tools.supervise.cpu_env; medians from before it paid page faults): in its key.
-        where = env.gpu or f"cpu, {timing_threads(problem)} threads, heap kept"
+        # A GPU's medians since each call's launches are queued behind a hold (tools/worker/hold.py): in its key.
+        where = (
+            f"{env.gpu}, launches held" if env.gpu else f"cpu, {timing_threads(problem)} threads, heap kept"
+        )
         self.prefix = f"{problem.reference_hash}|{platform.node()}|{where}|torch {env.torch}"
         self.data: dict[str, Any] = json.loads(self.path.read_text()) if self.path.is_file() else {}
 

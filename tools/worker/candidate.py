@@ -57,6 +57,9 @@ TIMERS = {
             "_CURRENT_STREAM",
             "_RESET_L2",
             "_L2_LIMIT",
+            "_HOLD",
+            "_HOLD_FOR",
+            "_HOLD_MS",
         )
     },
 }

@@ -9,8 +9,8 @@ float32, as each half of a float16 or bfloat16 pair, a near-overflow double. A r
 output makes the output NaN, which no check passes. What an earlier kernel of the same call left is the
 candidate's own doing and is not covered (the sanitizer is).
 
-The kernel is PTX (below, from `nvcc -arch=compute_75 -ptx`, its ISA version lowered to 7.5 so older drivers
-load it), loaded through the CUDA driver API into torch's context on first use: no build, no extension.
+The kernel is PTX (below), loaded through the CUDA driver API into torch's context on first use
+(tools/worker/ptx.py): no build, no extension.
 Where anything of that fails, `status()` says why and `poison_shared` does nothing.
 """
 
@@ -20,6 +20,8 @@ import ctypes
 from dataclasses import dataclass
 
 import torch
+
+from tools.worker import ptx
 
 PATTERN = 0x7FC07FC0
 KERNEL = "kagent_poison_shared"
@@ -62,9 +64,6 @@ $L__BB0_3:
 """
 THREADS = 1024
 WAVES = 2  # blocks per SM: the second wave lands wherever the first left room
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16
-CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 
 
 @dataclass
@@ -80,37 +79,19 @@ class _Poisoner:
 _STATE: dict[str, _Poisoner | str] = {}  # "poisoner": the loaded kernel, or why there is none
 
 
-def _checked(rc: int, what: str) -> None:
-    if rc != 0:
-        raise OSError(f"{what} returned CUresult {rc}")
-
-
 def _load() -> _Poisoner:
     """The kernel in the current context (torch's), sized to the current device."""
-    cuda = ctypes.CDLL("libcuda.so.1")
-    device, count, optin = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
-    _checked(cuda.cuCtxGetDevice(ctypes.byref(device)), "cuCtxGetDevice")
-    _checked(
-        cuda.cuDeviceGetAttribute(ctypes.byref(count), CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-        "cuDeviceGetAttribute(multiprocessors)",
+    driver = ptx.Driver()
+    count = driver.attribute(ptx.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "multiprocessors")
+    optin = driver.attribute(
+        ptx.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "shared memory per block"
     )
-    _checked(
-        cuda.cuDeviceGetAttribute(
-            ctypes.byref(optin), CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, device
-        ),
-        "cuDeviceGetAttribute(shared memory per block)",
-    )
-    module, function = ctypes.c_void_p(), ctypes.c_void_p()
-    _checked(cuda.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(PTX)), "cuModuleLoadData")
-    _checked(cuda.cuModuleGetFunction(ctypes.byref(function), module, KERNEL.encode()), "cuModuleGetFunction")
-    _checked(
-        cuda.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin),
-        "cuFuncSetAttribute(max dynamic shared memory)",
-    )
-    return _Poisoner(cuda.cuLaunchKernel, function, WAVES * count.value, optin.value)
+    kernel = driver.load(PTX, KERNEL, dynamic_smem=optin)
+    return _Poisoner(kernel.launch, kernel.function, WAVES * count, optin)
 
 
-def _poisoner() -> _Poisoner | None:
+def load() -> _Poisoner | None:
+    """The kernel, loaded on first use (tools/worker/usage.py `warm_up_cuda` loads it before any candidate exists)."""
     if "poisoner" not in _STATE:
         try:
             _STATE["poisoner"] = _load()
@@ -122,7 +103,7 @@ def _poisoner() -> _Poisoner | None:
 
 def poison_shared() -> None:
     """Fill every SM's shared memory with PATTERN, on the current stream (before the candidate's call)."""
-    p = _poisoner()
+    p = load()
     if p is None:
         return
     words, pattern = ctypes.c_uint(p.smem_bytes // 4), ctypes.c_uint(PATTERN)

@@ -6,6 +6,10 @@ the end of a device-wide synchronize, minus what a second, idle device-wide sync
 (the host's own overhead, which a loaded host inflates). An honest call leaves nothing after its end event,
 so this `escaped` time is near zero however slow the host; work left on a side stream shows there in full.
 The host clock over the whole call (`host_ms`) and the time to issue it (`launch_ms`) are recorded too.
+The call's launches are queued ahead of the clock (tools/worker/hold.py): a kernel filling every SM holds the stream a
+little longer than the host's recent time to issue a call, the start event follows it, so the events see the
+call's own device time, not the host's path to its first launch; a call's figure is the longer of that and
+the host's time to issue it (`call_ms`), so work done on the host in the call is still timed.
 CPU: the host clock. Iterations stop once the median's relative standard error is under the target: on
 the GPU that error is estimated from the samples' median absolute deviation (`robust_median_rse`), so a
 few slow calls (a clock step, another process's launch) do not keep a tight loop going: by the standard
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tools.worker import hold as launch_hold
 from tools.worker.l2 import L2Watch, find_runtime
 
 # The clocks, taken when this module is imported: before any candidate is. The loop calls these
@@ -41,6 +46,8 @@ _ELAPSED: Callable[[torch.cuda.Event, torch.cuda.Event], float] | None = getattr
 _EVENT_SYNC = getattr(_EVENT_BASE, "synchronize", None)
 _SYNCHRONIZE = getattr(torch._C, "_cuda_synchronize", None)
 _CURRENT_STREAM = torch.cuda.current_stream
+# The launch hold (tools/worker/hold.py), its class and method and the rule for its length, taken the same way.
+_HOLD, _HOLD_FOR, _HOLD_MS = launch_hold.DeviceHold, launch_hold.DeviceHold.hold, launch_hold.hold_ms
 _OS_TIMES, _OS_OPEN, _OS_READ, _OS_CLOSE = os.times, os.open, os.read, os.close
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 # Persisting L2's reset and set-aside query (tools/worker/l2.py), found before the candidate can hide them.
@@ -60,16 +67,36 @@ class Samples:
     batch_ms: float = 0.0  # the whole timed loop (flushes and the harness's own work included), host clock
     escaped_ms: list[float] = field(default_factory=list)  # CUDA: host-clock time after the end event
     launch_ms: list[float] = field(default_factory=list)  # CUDA: host time to issue the call
+    # CUDA: each call's figure, the longer of its device time (`device_ms`) and the host's time to issue it
+    call_ms: list[float] = field(default_factory=list)
+    hold_ms: list[float] = field(default_factory=list)  # CUDA: how long the stream was held before each call
+    exposed_ms: list[float] = field(
+        default_factory=list
+    )  # CUDA: the host's issue time the hold did not cover
     busy_elsewhere: float | None = None  # share of this process's CPUs other processes used during the loop
     l2_reset: str | None = None  # CUDA: "ok" where every flush followed a persisting-L2 reset, else why not
     l2_set_aside_bytes: int | None = None  # CUDA: the most L2 set aside for persisting lines after a call
+    hold: str | None = None  # CUDA: "ok" where the launch hold could be queued, else why not
+
+    @property
+    def main(self) -> list[float]:
+        """The figures the loop reports: each call's on CUDA, the host clock's elsewhere."""
+        return (self.call_ms or self.device_ms) if self.clock == "cuda_event" else self.host_ms
 
     def stats(self) -> dict[str, float | int | str | None]:
-        main = self.device_ms if self.clock == "cuda_event" else self.host_ms
+        main = self.main
         med = statistics.median(main)
         return {
-            "escaped_median_ms": statistics.median(self.escaped_ms) if self.escaped_ms else None,
-            "launch_median_ms": statistics.median(self.launch_ms) if self.launch_ms else None,
+            "escaped_median_ms": _median_or_none(self.escaped_ms),
+            "launch_median_ms": _median_or_none(self.launch_ms),
+            "event_median_ms": _median_or_none(self.device_ms) if self.clock == "cuda_event" else None,
+            "hold_median_ms": _median_or_none(self.hold_ms),
+            "exposed_launch_median_ms": _median_or_none(self.exposed_ms),
+            "host_bound_calls": (
+                sum(c > d for c, d in zip(self.call_ms, self.device_ms, strict=True))
+                if self.call_ms
+                else None
+            ),
             "busy_elsewhere": self.busy_elsewhere,
             "median_ms": med,
             "rse": median_rse(main),
@@ -82,7 +109,12 @@ class Samples:
             "batch_ms": self.batch_ms,
             "l2_reset": self.l2_reset,
             "l2_set_aside_bytes": self.l2_set_aside_bytes,
+            "hold": self.hold,
         }
+
+
+def _median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def median_rse(values: list[float]) -> float:
@@ -225,21 +257,28 @@ def measure(
     cuda = device == "cuda"
     l2 = L2Watch(_RESET_L2, _L2_LIMIT) if cuda else None
     flush = make_flusher(device, l2)
+    spin = _HOLD(_EVENT, _record, _elapsed, _PERF_COUNTER, _CURRENT_STREAM) if cuda else None
+    warm_launch: list[float] = []  # the host's time to issue each warm-up call: the first hold's measure
     for i in range(warmup):
         prepare(-1 - i)
+        h0 = _PERF_COUNTER()
         call(-1 - i)
+        warm_launch.append((_PERF_COUNTER() - h0) * 1e3)
         if cuda:
             _sync()
     device_ms: list[float] = []
     host_ms: list[float] = []
     escaped_ms: list[float] = []
     launch_ms: list[float] = []
+    call_ms: list[float] = []
+    hold_ms: list[float] = []
+    exposed_ms: list[float] = []
     if on_batch is not None:
         on_batch("begin")
     meter = LoadMeter()
     batch_start = _PERF_COUNTER()
     deadline = batch_start + max_seconds
-    main = device_ms if cuda else host_ms
+    main = call_ms if cuda else host_ms
     spread = robust_median_rse if cuda else median_rse  # a loaded host's slow calls are its load: counted
     i = 0
     while i < 2 * max_iters + HARD_CAP_EXTRA:
@@ -252,6 +291,7 @@ def measure(
         if cuda:
             _sync()
             start, end = _EVENT(enable_timing=True), _EVENT(enable_timing=True)
+            held = _HOLD_FOR(spin, _HOLD_MS(warm_launch[-1:] + launch_ms)) if spin is not None else None
             h0 = _PERF_COUNTER()
             _record(start)
             call(i)
@@ -270,6 +310,11 @@ def measure(
             device_ms.append(_elapsed(start, end))
             escaped_ms.append(max(0.0, (h1 - end_done) - idle) * 1e3)
             launch_ms.append((issued - h0) * 1e3)
+            overrun = held.overrun_ms(start) if held is not None else 0.0
+            call_ms.append(max(device_ms[-1], launch_ms[-1]) + overrun)
+            hold_ms.append(held.device_ms(start) if held is not None else 0.0)
+            issue_from = held.host_start if held is not None else h0
+            exposed_ms.append(max(0.0, (issued - issue_from) * 1e3 - hold_ms[-1]))
         else:
             h0 = _PERF_COUNTER()
             call(i)
@@ -289,7 +334,11 @@ def measure(
         batch_ms=batch_ms,
         escaped_ms=escaped_ms,
         launch_ms=launch_ms,
+        call_ms=call_ms,
+        hold_ms=hold_ms,
+        exposed_ms=exposed_ms,
         busy_elsewhere=busy_elsewhere,
         l2_reset=l2.status() if l2 is not None else None,
         l2_set_aside_bytes=l2.set_aside if l2 is not None else None,
+        hold=spin.status if spin is not None else None,
     )

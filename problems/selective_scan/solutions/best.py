@@ -1,19 +1,7 @@
-"""Selective scan, step 09: the projection as one fp16 GEMM of K = 3D on a scaled hi/lo split; step 08's scan.
+"""Selective scan, step 14: step 13 with softplus on the SFU (ex2, lg2) instead of log1pf, and the
+split holding each x row in registers (one DRAM read) at D = 768, 1024, 2048.
 
-Step 08 at (16,1024,1024): cuBLAS's two 3xTF32 GEMMs 325 µs, the scan 174 µs, the split 69 µs. TF32
-runs at half the H200's fp16 tensor rate, and the split wrote x as fp32 hi|lo (128 MB). Changes:
-- x and W are split into fp16 pairs after a power-of-two scale per row (x: per token, W: per output
-  row) that puts the row's largest magnitude just under 2^14: v*s = hi + lo up to lo's rounding, so
-  each operand carries ~22 bits. A lo below fp16's normal range is subnormal, whose absolute step
-  (2^-24 of the scaled row, ~2^-38 of its largest value) is far below the tolerance.
-- One GEMM, fp16 in, fp32 accumulate and out (cublasGemmEx, CUBLAS_COMPUTE_32F):
-  P = [x_hi | x_lo | x_hi] @ [W_hi | W_hi | W_lo]^T = x_hi W_hi + x_lo W_hi + x_hi W_lo; the dropped
-  x_lo W_lo is ~2^-22 relative. Its entries come out scaled by s_row * t_col, both powers of two, so
-  the scan undoes them exactly where it already touches each value once: softplus's pass (delta) and
-  one pass over B|C of each landed tile.
-- The split writes 96 MB of fp16 instead of 128 MB of fp32; one warp per row finds the row's scale.
-- The scan is step 08's (four lanes per channel, softplus once per element); its chunk rule re-fitted
-  to a sweep of this step (`num_chunks`), as the scan is now the larger half.
+See NOTES.md round 5 for the reasoning and the figures.
 """
 
 from __future__ import annotations
@@ -31,24 +19,48 @@ FORCE_CHUNKS: int | None = None
 _CUDA_SRC = r"""
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
+#define SS_K 2
+#define SS_G 4
+#define SS_FAST_SOFTPLUS 1
 
 namespace {
-constexpr int kCh = 32;              // channels per block
-constexpr int kG = 4;                // threads per channel, 4 of the 16 states each
-constexpr int kThreads = kCh * kG;   // 128
-constexpr int kTile = 32;            // timesteps per shared-memory stage
-constexpr int kRowsPerPass = kThreads / kCh;  // timesteps one pass of the block covers (4)
+constexpr int kCh = 32;                 // channels per block
+constexpr int kK = SS_K;                // a thread owns kK adjacent channels
+constexpr int kGroups = kCh / kK;       // channel groups per block
+constexpr int kG = SS_G;                // threads per channel group, kS of the 16 states each
+constexpr int kS = 16 / kG;             // states per thread
+constexpr int kThreads = kGroups * kG;
+static_assert(kK == 1 || kK == 2 || kK == 4, "a group's channels load as one float, float2 or float4");
+constexpr int kTile = 32;              // timesteps per shared-memory stage
 constexpr float kLog2e = 1.4426950408889634f;
-static_assert(kG == 4, "the 4-lane transpose-reduce below assumes 4 threads per channel");
-static_assert(kTile % 4 == 0, "steps are taken in groups of 4");
+static_assert(kG == 4 || kG == 8, "4 or 8 lanes a group: 4 or 2 states each");
+static_assert(kThreads <= 128 && kThreads % 32 == 0, "a block is 1 to 4 warps");
+static_assert(kTile % kG == 0, "steps are taken in groups of kG");
+static_assert(kThreads % 32 == 0 && kCh == 32, "a thread's softplus column is tid % 32");
 
 __device__ __forceinline__ float ex2(float v) {
   float r;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
   return r;
 }
+#if SS_FAST_SOFTPLUS
+constexpr float kLn2 = 0.6931471805599453f;
+__device__ __forceinline__ float lg2(float v) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+  return r;
+}
+#endif
 __device__ __forceinline__ float softplus_f(float z) {
+#if SS_FAST_SOFTPLUS
+  // log2(1 + 2^(z log2 e)) ln 2 on the SFU: absolute error ~1e-7 (1 + e rounds e to 2^-24); below
+  // z = -15, softplus(z) = e^z to fp32 precision.
+  const float e = ex2(z * kLog2e);
+  const float s = lg2(1.f + e) * kLn2;
+  return z > 20.f ? z : (z < -15.f ? e : s);
+#else
   return z > 20.f ? z : fmaxf(z, 0.f) + log1pf(__expf(-fabsf(z)));
+#endif
 }
 __device__ __forceinline__ void cp_async4(float* dst, const float* src) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(dst);
@@ -69,22 +81,31 @@ struct __align__(16) Stage {
 };
 
 // Issue the copies of timesteps [tb, min(tb + kTile, t1)) for channels [d0, d0 + kCh) into st.
-// Thread tid always copies column tid % kCh, so a warp reads one 128-byte row segment per copy.
+// vec: the block's 32 channels all exist and rows are 16-byte aligned, so a row is 8 16-byte copies.
 __device__ __forceinline__ void load_tile(Stage& st, const float* __restrict__ p,
                                           const float* __restrict__ x, const float* __restrict__ rs,
                                           size_t row0, int S, int dpad, int dmodel, int d0, int tb,
-                                          int t1) {
+                                          int t1, bool vec) {
   const int tid = threadIdx.x;
   if (tid < kTile && tb + tid < t1) cp_async4(&st.rs[tid], rs + row0 + tb + tid);
-  const int j = tid % kCh;
-  const int dcl = min(d0 + j, dmodel - 1);  // columns past D load a valid one and are never stored
-#pragma unroll
-  for (int k = 0; k < kTile / kRowsPerPass; ++k) {
-    const int i = tid / kCh + k * kRowsPerPass;
-    if (tb + i < t1) {
-      const size_t row = row0 + tb + i;
-      cp_async4(&st.dl[i][j], p + row * S + dcl);
-      cp_async4(&st.x[i][j], x + row * dmodel + dcl);
+  if (vec) {
+    for (int e = tid; e < kTile * 8; e += kThreads) {
+      const int i = e >> 3, q = e & 7;
+      if (tb + i < t1) {
+        const size_t row = row0 + tb + i;
+        cp_async16(&st.dl[i][q * 4], p + row * S + d0 + q * 4);
+        cp_async16(&st.x[i][q * 4], x + row * dmodel + d0 + q * 4);
+      }
+    }
+  } else {
+    const int j = tid % kCh;
+    const int dcl = min(d0 + j, dmodel - 1);  // columns past D load a valid one and are never stored
+    for (int i = tid / kCh; i < kTile; i += kThreads / kCh) {
+      if (tb + i < t1) {
+        const size_t row = row0 + tb + i;
+        cp_async4(&st.dl[i][j], p + row * S + dcl);
+        cp_async4(&st.x[i][j], x + row * dmodel + dcl);
+      }
     }
   }
   for (int e = tid; e < kTile * 8; e += kThreads) {
@@ -92,13 +113,84 @@ __device__ __forceinline__ void load_tile(Stage& st, const float* __restrict__ p
     if (tb + i < t1) cp_async16(&st.bc[i][q * 4], p + (row0 + tb + i) * S + dpad + q * 4);
   }
 }
+
+// kK adjacent floats of shared memory (16-byte aligned rows; c0 a multiple of kK).
+__device__ __forceinline__ void load_k(float (&v)[kK], const float* src) {
+  if constexpr (kK == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(src);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+  } else if constexpr (kK == 2) {
+    const float2 q = *reinterpret_cast<const float2*>(src);
+    v[0] = q.x; v[1] = q.y;
+  } else {
+    v[0] = src[0];
+  }
+}
+__device__ __forceinline__ void store_k(float* dst, const float (&v)[kK]) {
+  if constexpr (kK == 4) {
+    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+  } else if constexpr (kK == 2) {
+    *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+  } else {
+    dst[0] = v[0];
+  }
+}
+
+// kS floats of shared or global memory, 4 * kS-byte aligned.
+__device__ __forceinline__ void load_s(float (&v)[kS], const float* src) {
+  if constexpr (kS == 4) {
+    const float4 q = *reinterpret_cast<const float4*>(src);
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+  } else {
+    const float2 q = *reinterpret_cast<const float2*>(src);
+    v[0] = q.x; v[1] = q.y;
+  }
+}
+__device__ __forceinline__ void store_s(float* dst, const float (&v)[kS]) {
+  if constexpr (kS == 4) {
+    *reinterpret_cast<float4*>(dst) = make_float4(v[0], v[1], v[2], v[3]);
+  } else {
+    *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+  }
+}
+// h[s] = 2^(dl a2[s]) h[s] + dx b[s] for this thread's kS states of one channel.
+__device__ __forceinline__ void step_s(float (&h)[kS], const float (&a2)[kS], float dl, float dx, const float (&b)[kS]) {
+#pragma unroll
+  for (int s = 0; s < kS; ++s) h[s] = fmaf(ex2(dl * a2[s]), h[s], dx * b[s]);
+}
+__device__ __forceinline__ float contract_s(const float (&h)[kS], const float (&c)[kS]) {
+  float r = h[kS - 1] * c[kS - 1];
+#pragma unroll
+  for (int s = kS - 2; s >= 0; --s) r = fmaf(h[s], c[s], r);
+  return r;
+}
+// part[u] (step kG * q + u) summed over the group's kG lanes; lane g returns step kG * q + g's sum.
+// Each level halves the steps a lane holds: it keeps those whose bit matches its own, and hands the
+// rest to the partner that differs in that bit (kG - 1 shuffles for kG steps).
+__device__ __forceinline__ float transpose_reduce(const float (&part)[kG], int g) {
+  float v[kG];
+#pragma unroll
+  for (int u = 0; u < kG; ++u) v[u] = part[u];
+#pragma unroll
+  for (int o = 1, n = kG; o < kG; o <<= 1, n >>= 1) {
+    const bool bit = g & o;
+#pragma unroll
+    for (int j = 0; j < n / 2; ++j) {
+      const float keep = bit ? v[2 * j + 1] : v[2 * j];
+      const float give = bit ? v[2 * j] : v[2 * j + 1];
+      v[j] = keep + __shfl_xor_sync(0xffffffffu, give, o);
+    }
+  }
+  return v[0];
+}
 }  // namespace
 
 // p: [B*L, S] rows of [delta_raw (dpad) | B (16) | C (16)], S = dpad + 32.
-// Block = 32 channels x 4 lanes; lane g of a channel owns states 4g..4g+3.
+// Block = 32 / kK channel groups x kG lanes; lane g of a group owns states kS g.. of its kK adjacent
+// channels, so each step's B|C loads (the larger part of the shared-memory traffic) serve kK channels.
 // kOut = false: chunk_state (hend [B, nc, D, 16], sdelta [B, nc, D]); true: chunk_output.
 template <bool kOut>
-__global__ void __launch_bounds__(kThreads) ss09_chunk(
+__global__ void __launch_bounds__(kThreads) ss13_chunk(
     const float* __restrict__ p, const float* __restrict__ x, const float* __restrict__ rs,
     const float* __restrict__ wscale, const float* __restrict__ a_log,
     const float* __restrict__ bias, const float* __restrict__ dskip, float* __restrict__ y,
@@ -107,120 +199,132 @@ __global__ void __launch_bounds__(kThreads) ss09_chunk(
   __shared__ Stage stage[2];
   const int tid = threadIdx.x;
   const int g = tid & (kG - 1);
-  const int cl = tid / kG;
+  const int c0 = kK * (tid / kG);  // the group's first channel in the block
   const int d0 = blockIdx.x * kCh;
-  const int d = d0 + cl;
   const int b = blockIdx.y, c = blockIdx.z;
   if (!kOut && c == nchunks - 1) return;  // whole block: the last chunk's end state is never read
-  const bool active = d < dmodel;
-  const int dc = active ? d : dmodel - 1;
   const int S = dpad + 32;
   const int t0 = c * chunk_len, t1 = min(seqlen, t0 + chunk_len);
   const size_t row0 = (size_t)b * seqlen;
+  const bool vec = (dmodel % 4 == 0) && (d0 + kCh <= dmodel);
 
-  load_tile(stage[0], p, x, rs, row0, S, dpad, dmodel, d0, t0, t1);
+  load_tile(stage[0], p, x, rs, row0, S, dpad, dmodel, d0, t0, t1, vec);
   cp_commit();
 
-  const int jp = tid % kCh;  // the column this thread applies softplus to
+  const int jp = tid % kCh;  // the column this thread applies softplus to and rescales B|C of
   const float bias_p = bias[min(d0 + jp, dmodel - 1)];
-  // The GEMM's output is scaled by (x row scale) * (W row scale): 1 / the W row's scale of this
-  // thread's softplus column, and of the B|C column it rescales (tid % 32: fixed, as 128 % 32 == 0).
   const float wt_p = wscale[min(d0 + jp, dmodel - 1)];
-  const float wt_bc = wscale[dpad + (tid & 31)];
+  const float wt_bc = wscale[dpad + jp];
 
-  float a2[4], h[4] = {0.f, 0.f, 0.f, 0.f};
-  {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(a_log + (size_t)dc * 16) + g);
-    a2[0] = -expf(v.x) * kLog2e;
-    a2[1] = -expf(v.y) * kLog2e;
-    a2[2] = -expf(v.z) * kLog2e;
-    a2[3] = -expf(v.w) * kLog2e;
-  }
-  if (kOut) {
-    // Start state of chunk c: fold the earlier chunks' end states (each from h = 0) in order.
-    for (int cc = 0; cc < c; ++cc) {
-      const size_t s = ((size_t)b * nchunks + cc) * dmodel + dc;
-      const float sd = sdelta[s];
-      const float4 v = reinterpret_cast<const float4*>(hend + s * 16)[g];
-      h[0] = fmaf(ex2(a2[0] * sd), h[0], v.x);
-      h[1] = fmaf(ex2(a2[1] * sd), h[1], v.y);
-      h[2] = fmaf(ex2(a2[2] * sd), h[2], v.z);
-      h[3] = fmaf(ex2(a2[3] * sd), h[3], v.w);
+  float a2[kK][kS], h[kK][kS], dsk[kK], sd[kK];
+#pragma unroll
+  for (int k = 0; k < kK; ++k) {
+    const int dc = min(d0 + c0 + k, dmodel - 1);
+    load_s(a2[k], a_log + (size_t)dc * 16 + kS * g);
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      a2[k][s] = -expf(a2[k][s]) * kLog2e;
+      h[k][s] = 0.f;
+    }
+    dsk[k] = dskip[dc];
+    sd[k] = 0.f;
+    if (kOut) {
+      // Start state of chunk c: fold the earlier chunks' end states (each from h = 0) in order.
+      for (int cc = 0; cc < c; ++cc) {
+        const size_t s = ((size_t)b * nchunks + cc) * dmodel + dc;
+        float e[kS];
+        load_s(e, hend + s * 16 + kS * g);
+        step_s(h[k], a2[k], sdelta[s], 1.f, e);
+      }
     }
   }
-  const float dsk = dskip[dc];
-  float* yr = y + row0 * dmodel + dc;
-  float sd = 0.f;
+  const int nact = min(kK, dmodel - (d0 + c0));  // channels of the group that exist (<= 0: none)
+  const bool whole = nact == kK && dmodel % kK == 0;  // one aligned vector store per step
+  float* yr = y + row0 * dmodel + d0 + c0;
 
-  // Steps 4*s4 .. 4*s4+3 of the tile (those < n). Each lane contracts its 4 states with C; a
-  // transpose-reduce over the channel's 4 lanes (3 shuffles per 4 steps) leaves lane g holding
-  // y of step 4*s4 + g, so every lane stores one output per group.
-  auto group = [&](const Stage& st, int s4, int tb, int n, bool full) {
-    float part[4];
+  auto group = [&](const Stage& st, int q, int tb, int n, bool full) {
+    float part[kK][kG];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int i = 4 * s4 + u;
-      part[u] = 0.f;
+    for (int u = 0; u < kG; ++u) {
+      const int i = kG * q + u;
+#pragma unroll
+      for (int k = 0; k < kK; ++k) part[k][u] = 0.f;
       if (full || i < n) {
-        const float dl = st.dl[i][cl];
-        const float dx = dl * st.x[i][cl];
-        const float4 bq = reinterpret_cast<const float4*>(st.bc[i])[g];
-        h[0] = fmaf(ex2(dl * a2[0]), h[0], dx * bq.x);
-        h[1] = fmaf(ex2(dl * a2[1]), h[1], dx * bq.y);
-        h[2] = fmaf(ex2(dl * a2[2]), h[2], dx * bq.z);
-        h[3] = fmaf(ex2(dl * a2[3]), h[3], dx * bq.w);
-        if (!kOut) sd += dl;
+        float dl[kK], xv[kK];
+        load_k(dl, &st.dl[i][c0]);
+        load_k(xv, &st.x[i][c0]);
+        float bq[kS];
+        load_s(bq, &st.bc[i][kS * g]);
+#pragma unroll
+        for (int k = 0; k < kK; ++k) {
+          step_s(h[k], a2[k], dl[k], dl[k] * xv[k], bq);
+          if (!kOut) sd[k] += dl[k];
+        }
         if (kOut) {
-          const float4 cq = reinterpret_cast<const float4*>(st.bc[i])[4 + g];
-          part[u] = fmaf(h[0], cq.x, fmaf(h[1], cq.y, fmaf(h[2], cq.z, h[3] * cq.w)));
+          float cq[kS];
+          load_s(cq, &st.bc[i][16 + kS * g]);
+#pragma unroll
+          for (int k = 0; k < kK; ++k) part[k][u] = contract_s(h[k], cq);
         }
       }
     }
     if (kOut) {
-      const bool odd = g & 1, high = g & 2;
-      // xor 1: keep steps {odd, 2 + odd}, hand the other two to the partner.
-      const float r0 = (odd ? part[1] : part[0]) + __shfl_xor_sync(0xffffffffu, odd ? part[0] : part[1], 1);
-      const float r1 = (odd ? part[3] : part[2]) + __shfl_xor_sync(0xffffffffu, odd ? part[2] : part[3], 1);
-      // xor 2: keep step 2 * high + odd = g.
-      const float sum = (high ? r1 : r0) + __shfl_xor_sync(0xffffffffu, high ? r0 : r1, 2);
-      const int i = 4 * s4 + g;
-      if (active && (full || i < n)) yr[(size_t)(tb + i) * dmodel] = fmaf(dsk, st.x[i][cl], sum);
+      float out[kK];
+#pragma unroll
+      for (int k = 0; k < kK; ++k) out[k] = transpose_reduce(part[k], g);
+      const int i = kG * q + g;
+      if (full || i < n) {
+        float xv[kK];
+        load_k(xv, &st.x[i][c0]);
+#pragma unroll
+        for (int k = 0; k < kK; ++k) out[k] = fmaf(dsk[k], xv[k], out[k]);
+        float* dst = yr + (size_t)(tb + i) * dmodel;
+        if (whole) {
+          store_k(dst, out);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kK; ++k)
+            if (k < nact) dst[k] = out[k];
+        }
+      }
     }
   };
 
   const int ntiles = (t1 - t0 + kTile - 1) / kTile;
   for (int k = 0; k < ntiles; ++k) {
     const int tb = t0 + k * kTile;
-    if (k + 1 < ntiles) load_tile(stage[(k + 1) & 1], p, x, rs, row0, S, dpad, dmodel, d0, tb + kTile, t1);
+    if (k + 1 < ntiles) load_tile(stage[(k + 1) & 1], p, x, rs, row0, S, dpad, dmodel, d0, tb + kTile, t1, vec);
     cp_commit();  // possibly empty: keeps "all but the newest group done" == tile k ready
     cp_wait1();
     __syncthreads();
     Stage& st = stage[k & 1];
     const int n = min(kTile, t1 - tb);
-    // softplus once per (timestep, channel), not once per lane: kTile / 4 values per thread.
-#pragma unroll
-    for (int q = 0; q < kTile / kRowsPerPass; ++q) {
-      const int i = tid / kCh + q * kRowsPerPass;
-      if (i < n) st.dl[i][jp] = softplus_f(fmaf(st.dl[i][jp], st.rs[i] * wt_p, bias_p));
-    }
-    for (int e = tid; e < n * 32; e += kThreads) {  // B | C unscaled, once per (timestep, state)
-      const int i = e >> 5;
-      st.bc[i][e & 31] *= st.rs[i] * wt_bc;
+    // softplus once per (timestep, channel) and B|C unscaled once per (timestep, state): column jp.
+#pragma unroll 4
+    for (int i = tid / kCh; i < n; i += kThreads / kCh) {
+      const float r = st.rs[i];
+      st.dl[i][jp] = softplus_f(fmaf(st.dl[i][jp], r * wt_p, bias_p));
+      st.bc[i][jp] *= r * wt_bc;
     }
     __syncthreads();
     if (n == kTile) {
 #pragma unroll
-      for (int s4 = 0; s4 < kTile / 4; ++s4) group(st, s4, tb, kTile, true);
+      for (int q = 0; q < kTile / kG; ++q) group(st, q, tb, kTile, true);
     } else {
 #pragma unroll 1
-      for (int s4 = 0; s4 < (n + 3) / 4; ++s4) group(st, s4, tb, n, false);
+      for (int q = 0; q < (n + kG - 1) / kG; ++q) group(st, q, tb, n, false);
     }
     __syncthreads();  // stage k & 1 is refilled next iteration
   }
-  if (!kOut && active) {
-    const size_t s = ((size_t)b * nchunks + c) * dmodel + d;
-    if (g == 0) sdelta[s] = sd;
-    reinterpret_cast<float4*>(hend + s * 16)[g] = make_float4(h[0], h[1], h[2], h[3]);
+  if (!kOut) {
+    const size_t base = ((size_t)b * nchunks + c) * dmodel + d0 + c0;
+#pragma unroll
+    for (int k = 0; k < kK; ++k) {
+      if (k < nact) {
+        if (g == 0) sdelta[base + k] = sd[k];
+        store_s(hend + (base + k) * 16 + kS * g, h[k]);
+      }
+    }
   }
 }
 
@@ -231,10 +335,10 @@ extern "C" int ss09_launch(const float* p, const float* x, const float* rs, cons
   const dim3 block(kThreads);
   const dim3 grid((dmodel + kCh - 1) / kCh, batch, nchunks);
   if (nchunks > 1) {
-    ss09_chunk<false><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
+    ss13_chunk<false><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
                                                   dmodel, dpad, chunk_len, nchunks);
   }
-  ss09_chunk<true><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
+  ss13_chunk<true><<<grid, block, 0, stream>>>(p, x, rs, wscale, a_log, bias, dskip, y, hend, sdelta, seqlen,
                                                dmodel, dpad, chunk_len, nchunks);
   return (int)cudaGetLastError();
 }
@@ -307,6 +411,38 @@ __device__ __forceinline__ void split_row4(const float* src, int n, unsigned sho
   if (lane == 0) *inv = 1.f / sc;
 }
 
+// The same for rows of V * 128 floats: the row stays in registers (V float4 a lane, all loads issued
+// before the max is needed), so it is read from DRAM once and never again from L1/L2.
+template <int V>
+__device__ __forceinline__ void split_row_reg(const float* src, unsigned short* out, float* inv) {
+  const int lane = threadIdx.x & 31;
+  const float4* s4 = reinterpret_cast<const float4*>(src);
+  float4 v[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) v[k] = __ldcs(s4 + lane + 32 * k);  // streamed: x is read once here
+  float amax = 0.f;
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w))));
+  const float sc = row_scale(warp_max(amax));
+  uint2* o = reinterpret_cast<uint2*>(out);
+  constexpr int n4 = V * 32;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const float4 w = make_float4(v[k].x * sc, v[k].y * sc, v[k].z * sc, v[k].w * sc);
+    const __half2 h01 = __floats2half2_rn(w.x, w.y), h23 = __floats2half2_rn(w.z, w.w);
+    const float2 f01 = __half22float2(h01), f23 = __half22float2(h23);
+    const uint2 hi = make_uint2(pack2(h01), pack2(h23));
+    const uint2 lo = make_uint2(pack2(__floats2half2_rn(w.x - f01.x, w.y - f01.y)),
+                                pack2(__floats2half2_rn(w.z - f23.x, w.w - f23.y)));
+    const int j = lane + 32 * k;
+    o[j] = hi;  // [hi | lo | hi]
+    o[n4 + j] = lo;
+    o[2 * n4 + j] = hi;
+  }
+  if (lane == 0) *inv = 1.f / sc;
+}
+
 // One launch: warps [0, m) split the rows of x [m, D] into xs [m, 3 * np] = [hi | lo | hi] and
 // rs = 1 / scale; the next S warps split the packed weight W = [W_delta; 0 (dpad - D rows); W_B; W_C]
 // ([S, D]) into ws [S, 3 * np] = [hi | hi | lo] and wscale. np: D rounded up to 8 (16-byte fp16 rows).
@@ -318,8 +454,15 @@ __global__ void ss09_split(const float* __restrict__ x, unsigned short* __restri
   const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
   if (warp < m) {
     unsigned short* out = xs + warp * 3 * (long long)np;
-    if (dmodel % 8 == 0) {
-      split_row4(x + warp * dmodel, dmodel, out, rs + warp);
+    const float* src = x + warp * dmodel;
+    if (dmodel == 1024) {
+      split_row_reg<8>(src, out, rs + warp);
+    } else if (dmodel == 768) {
+      split_row_reg<6>(src, out, rs + warp);
+    } else if (dmodel == 2048) {
+      split_row_reg<16>(src, out, rs + warp);
+    } else if (dmodel % 8 == 0) {
+      split_row4(src, dmodel, out, rs + warp);
     } else {
       split_row(x + warp * dmodel, dmodel, np, out, rs + warp, false);
     }
@@ -455,7 +598,7 @@ def _cublas_paths() -> tuple[str, str, str]:
 _CUBLAS_INC, _CUBLAS_LIBDIR, _CUBLAS_LIB = _cublas_paths()
 
 _ext = load_inline(
-    name="ss09_fp16x3_best",
+    name="ss14_pairs_fastsp_best",
     cpp_sources=_CPP_SRC,
     cuda_sources=_CUDA_SRC,
     functions=["forward"],

@@ -60,6 +60,7 @@ if has bench; then
   for item in ${BENCH:-best.py}; do
     v=$(path_of "${item%%:*}") || continue; n=$(basename "$v" .py); flags=""
     [ "$item" != "${item%:sanitize}" ] && { flags="--sanitize"; n="${n}_sanitize"; }
+    k=2; m=$n; while [ -e "$OUT/bench_$n.json" ]; do n="${m}_$k"; k=$((k + 1)); done  # a repeat: its own file
     timeout 200 agent bench problems/selective_scan.yaml "$v" $flags --json > "$OUT/bench_$n.json" 2>/dev/null
     python3 - "$OUT/bench_$n.json" "$n" <<'PY'
 import json, sys
@@ -67,8 +68,11 @@ try:
     d = json.load(open(sys.argv[1]))
 except ValueError:
     print(sys.argv[2], "no result"); raise SystemExit
-rows = [f"{t['name']}: {t['candidate']['median_ms']:.4f} ms (launch {t['candidate'].get('launch_median_ms') or 0:.3f})"
-        for t in d["timings"] if t.get("candidate")]
+def row(t):
+    c = t["candidate"]
+    return (f"{t['name']}: {c['median_ms']:.4f} ms (events {c.get('event_median_ms') or 0:.4f}, "
+            f"issue {c.get('launch_median_ms') or 0:.3f}, hold {c.get('hold_median_ms') or 0:.3f})")
+rows = [row(t) for t in d["timings"] if t.get("candidate")]
 print(sys.argv[2], d["status"], d["speedup"], d["flags"], "; ".join(rows) or d["message"][:300])
 PY
     step_done "bench $n"

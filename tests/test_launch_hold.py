@@ -66,3 +66,23 @@ def test_a_hold_that_ran_long_is_charged_to_the_call() -> None:
     assert held_for(0.54).overrun_ms("start") == 0.0  # its own launch, the start event's: not charged
     assert held_for(0.62).overrun_ms("start") == 0.0  # within OVERRUN_MS
     assert held_for(3.0).overrun_ms("start") == pytest.approx(2.5)  # a time slice of other work: all of it
+
+
+def test_the_worker_waits_for_its_parents_answer_on_a_busy_core() -> None:
+    """The worker polls for the judge's answer before it blocks (tools/worker/candidate.py `JudgeLink.ask`):
+    not readable, the poll gives up after its time; once a line is there, it sees it at once."""
+    import os
+    import time
+
+    from tools.worker.candidate import answer_ready
+
+    read, write = os.pipe()
+    try:
+        start = time.perf_counter()
+        assert not answer_ready(read, 0.02)
+        assert time.perf_counter() - start >= 0.02
+        os.write(write, b"go 0 -\n")
+        assert answer_ready(read, 5.0)
+    finally:
+        os.close(read)
+        os.close(write)

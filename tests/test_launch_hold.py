@@ -42,8 +42,16 @@ def test_a_calls_figure_is_the_longer_of_its_device_and_issue_times() -> None:
     stats = cuda_samples([0.40, 0.41, 0.42], [0.30, 0.50, 0.20]).stats()
     assert stats["median_ms"] == pytest.approx(0.42)  # of 0.40, 0.50, 0.42
     assert stats["event_median_ms"] == pytest.approx(0.41)
-    assert stats["host_bound_calls"] == 1
+    assert stats["host_bound_calls"] == 1  # the call whose issue took longer than its events
     assert stats["hold"] == "ok"
+
+
+def test_a_charged_overrun_does_not_make_a_call_host_bound() -> None:
+    samples = cuda_samples([0.40, 0.41], [0.30, 0.30])
+    samples.call_ms = [0.40 + 0.5, 0.41]  # the first hold ran 0.5 ms long: charged, the host kept up
+    stats = samples.stats()
+    assert stats["host_bound_calls"] == 0
+    assert stats["median_ms"] == pytest.approx((0.90 + 0.41) / 2)
 
 
 def test_the_model_is_told_when_the_host_set_the_figure() -> None:

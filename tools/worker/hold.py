@@ -17,8 +17,9 @@ The host's time is not dropped: a call's figure is the longer of its device time
 issue it (`call_ms`), which is what a loop of such calls sustains. So work a candidate does on the host (a
 result computed on the CPU, then copied) is timed by the host's clock, however long the hold.
 
-A hold that takes longer than asked waited on work this context's synchronize did not (another context's,
-or a kernel launched meanwhile that outlives it): the overrun is added to the call's figure.
+A hold that takes longer than asked by more than OVERRUN_MS (and OVERRUN_SHARE of it) waited on work this
+context's synchronize did not see (another context's, time-sliced in): that overrun is added to the call's
+figure.
 
 Where the host takes longer than the hold, the device waits for the rest inside the events, as without a
 hold; `exposed_ms` says how much of the host's issue time the hold did not cover (from the hold's start on the

@@ -6,10 +6,10 @@ the end of a device-wide synchronize, minus what a second, idle device-wide sync
 (the host's own overhead, which a loaded host inflates). An honest call leaves nothing after its end event,
 so this `escaped` time is near zero however slow the host; work left on a side stream shows there in full.
 The host clock over the whole call (`host_ms`) and the time to issue it (`launch_ms`) are recorded too.
-The call's launches are queued ahead of the clock (tools/worker/hold.py): a kernel filling every SM holds the stream a
-little longer than the host's recent time to issue a call, the start event follows it, so the events see the
-call's own device time, not the host's path to its first launch; a call's figure is the longer of that and
-the host's time to issue it (`call_ms`), so work done on the host in the call is still timed.
+The call's launches are queued ahead of the clock (tools/worker/hold.py): a kernel filling every SM holds
+the stream a little longer than the host's recent time to issue a call, the start event follows it, so the
+events see the call's own device time, not the host's path to its first launch; a call's figure is the
+longer of that and the host's time to issue it (`call_ms`), so work done on the host in the call is timed.
 CPU: the host clock. Iterations stop once the median's relative standard error is under the target: on
 the GPU that error is estimated from the samples' median absolute deviation (`robust_median_rse`), so a
 few slow calls (a clock step, another process's launch) do not keep a tight loop going: by the standard
@@ -70,9 +70,8 @@ class Samples:
     # CUDA: each call's figure, the longer of its device time (`device_ms`) and the host's time to issue it
     call_ms: list[float] = field(default_factory=list)
     hold_ms: list[float] = field(default_factory=list)  # CUDA: how long the stream was held before each call
-    exposed_ms: list[float] = field(
-        default_factory=list
-    )  # CUDA: the host's issue time the hold did not cover
+    # CUDA: the host's issue time the hold did not cover
+    exposed_ms: list[float] = field(default_factory=list)
     busy_elsewhere: float | None = None  # share of this process's CPUs other processes used during the loop
     l2_reset: str | None = None  # CUDA: "ok" where every flush followed a persisting-L2 reset, else why not
     l2_set_aside_bytes: int | None = None  # CUDA: the most L2 set aside for persisting lines after a call
@@ -81,7 +80,7 @@ class Samples:
     @property
     def main(self) -> list[float]:
         """The figures the loop reports: each call's on CUDA, the host clock's elsewhere."""
-        return (self.call_ms or self.device_ms) if self.clock == "cuda_event" else self.host_ms
+        return self.call_ms if self.clock == "cuda_event" else self.host_ms
 
     def stats(self) -> dict[str, float | int | str | None]:
         main = self.main
@@ -93,7 +92,7 @@ class Samples:
             "hold_median_ms": _median_or_none(self.hold_ms),
             "exposed_launch_median_ms": _median_or_none(self.exposed_ms),
             "host_bound_calls": (
-                sum(c > d for c, d in zip(self.call_ms, self.device_ms, strict=True))
+                sum(h > d for h, d in zip(self.launch_ms, self.device_ms, strict=True))
                 if self.call_ms
                 else None
             ),

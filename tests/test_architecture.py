@@ -51,6 +51,7 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
     [
         "tools/problem.py",
         "tools/results.py",
+        "tools/profile_results.py",
         "tools/wire.py",
         "tools/orders.py",
         "tools/toolspec.py",

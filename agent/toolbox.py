@@ -29,7 +29,8 @@ from tools.compile_kernel import text as compile_text
 from tools.problem import Problem
 from tools.profile_kernel import SPEC as PROFILE_SPEC
 from tools.profile_kernel import text as profile_text
-from tools.results import BenchResult, CompileResult, ProfileResult
+from tools.profile_results import ProfileResult
+from tools.results import BenchResult, CompileResult
 from tools.toolspec import ToolSpec
 
 R = TypeVar("R", CompileResult, BenchResult, ProfileResult)

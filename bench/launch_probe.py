@@ -47,6 +47,8 @@ SHAPE = (16, 1024, 1024)
 D_STATE = 16
 PAUSE_MS = 3.0  # a worker's wait for its parent's reply before a timed call, roughly
 ECHO_MS = 0.3  # the parent's time to answer a worker's next_call, roughly
+HOLD_MS = 0.6  # the evaluator's hold at shape 1 on the H100 (1.5x the worker's issue time + 0.03 ms)
+CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles: roughly the H100's and H200's boost clock
 KEEP = 31  # inputs kept alive, as the evaluator keeps 2 GB of them at this shape (tools/worker/candidate.py)
 
 
@@ -161,10 +163,13 @@ def loop(
     reset_l2: Callable[[], int] | None = None,
     echo: Echo | None = None,
     settle: torch.Tensor | None = None,
+    hold_ms: float | None = None,
 ) -> dict[str, Any]:
     """`pause_first`: (kind, ms) for `pause` before each call; `reset_l2`: the persisting-L2 reset, called before
     each flush as the evaluator's loop does (tools/worker/l2.py); `echo`: a round trip to a child before each
-    call; `settle`: weights to fingerprint the previous output with, after the round trip."""
+    call; `settle`: weights to fingerprint the previous output with, after the round trip; `hold_ms`: the stream
+    held that long by a spinning kernel before the start event, as the evaluator's launch hold does (the host
+    then issues the forward behind a busy GPU)."""
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
     host, device, trips = [], [], []
     before = torch.cuda.memory_stats()
@@ -189,6 +194,8 @@ def loop(
         flush.zero_()
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if hold_ms is not None:
+            torch.cuda._sleep(int(hold_ms * 1e-3 * CLOCK_HZ))
         h0 = time.perf_counter()
         start.record()
         with torch.no_grad():
@@ -212,6 +219,7 @@ def loop(
         "echo_ms": echo.ms if echo is not None else None,
         "round_trip_median_ms": statistics.median(trips) if trips else None,
         "settle": settle is not None,
+        "hold_ms": hold_ms,
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
@@ -231,7 +239,7 @@ def build(path: Path) -> tuple[torch.nn.Module, torch.Tensor]:
     return model, base
 
 
-def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, Any]]:
+def probe(paths: list[Path], calls: int, guard: Path | None, contain: bool) -> list[dict[str, Any]]:
     """Every kernel is built before any loop runs: the guard, which comes last and cannot be undone, would
     refuse a later build's writes."""
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
@@ -267,14 +275,120 @@ def probe(paths: list[Path], calls: int, guard: Path | None) -> list[dict[str, A
             }
             for w in (None, weights)
         ]
+    for r, (model, base) in zip(results, built, strict=True):  # issued behind a busy GPU, as the hold has it
+        r["loops"] += [
+            {**loop(model, base, flush, True, calls, reset_l2=reset, hold_ms=HOLD_MS), "after_profiler": True}
+        ]
+        r["loops"] += [
+            {
+                **loop(
+                    model,
+                    base,
+                    flush,
+                    True,
+                    calls,
+                    reset_l2=reset,
+                    echo=echo,
+                    settle=weights,
+                    hold_ms=HOLD_MS,
+                ),
+                "after_profiler": True,
+            }
+        ]
     echo.close()
+    for r, (model, base) in zip(results, built, strict=True):
+        r["loops"].append(guarded(evaluator_loop, model, base, calls))
     if guard is not None:
         install_guard(guard)
         for r, (model, base) in zip(results, built, strict=True):
             r["loops"] += [
                 {**loop(model, base, flush, fresh, calls), "after_guard": True} for fresh in (False, True)
             ]
+    if contain:
+        for r in results:
+            r["speculation_before"] = speculation()
+        install_containment()
+        for r, (model, base) in zip(results, built, strict=True):
+            r["speculation_after"] = speculation()
+            r["loops"] += [
+                {**loop(model, base, flush, fresh, calls, hold_ms=h), "contained": True}
+                for fresh, h in ((False, None), (True, None), (True, HOLD_MS))
+            ]
+            r["loops"].append({**guarded(evaluator_loop, model, base, calls), "contained": True})
     return results
+
+
+def guarded(loop_fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """A loop's figures, or its error as data: one failing loop must not lose the others' figures."""
+    try:
+        return loop_fn(*args)
+    except Exception as e:  # noqa: BLE001 - a measurement script: the error is reported, the rest goes on
+        return {"inputs": "fresh", "before": loop_fn.__name__, "error": f"{type(e).__name__}: {e}"}
+
+
+def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> dict[str, Any]:
+    """The evaluator's own timing loop (tools/worker/timing.py `measure`: the flush, the launch hold, the
+    events) in this plain process, fed as the worker feeds it (a fresh rolled input and the NaN block before
+    each call): whether the loop or the worker's process makes the worker's issue time."""
+    import tools.worker.timing as timing  # tests/test_architecture.py MIMICS_A_WORKER
+
+    keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
+    current: dict[str, torch.Tensor] = {}
+
+    def prepare(i: int) -> None:
+        x = torch.roll(base.reshape(-1), 7919 * (i + 2)).reshape(base.shape)
+        keep.append(x)
+        current["x"] = x
+        poison = torch.full(base.shape, float("nan"), device="cuda")
+        del poison
+
+    def call(i: int) -> object:
+        with torch.no_grad():
+            return model(current["x"])
+
+    samples = timing.measure(
+        call,
+        prepare,
+        device="cuda",
+        warmup=3,
+        min_iters=calls,
+        max_iters=calls,
+        target_rse=0.0,
+        max_seconds=60.0,
+    )
+    stats = samples.stats()
+    return {
+        "inputs": "fresh",
+        "before": "the evaluator's loop",
+        "evaluator_loop": True,
+        "event_median_ms": stats["event_median_ms"],
+        "event_min_ms": min(samples.device_ms),
+        "launch_median_ms": stats["launch_median_ms"],
+        "figure_median_ms": stats["median_ms"],
+        "hold_median_ms": stats["hold_median_ms"],
+        "exposed_launch_median_ms": stats["exposed_launch_median_ms"],
+        "hold": stats["hold"],
+        "num_device_alloc": 0,
+        "num_device_free": 0,
+        "num_alloc_retries": 0,
+    }
+
+
+def speculation() -> str:
+    """This process's speculative-store-bypass and indirect-branch states, as the kernel reports them: a
+    seccomp filter turns the mitigations on for the process where the kernel's policy says `seccomp`."""
+    with open("/proc/self/status") as fh:
+        return "; ".join(line.strip() for line in fh if line.startswith("Speculation"))
+
+
+def install_containment() -> None:
+    """The candidate worker's containment (tools/worker/contain.py): no capabilities, no new privileges, the
+    keyring calls refused by a seccomp filter. Whether a filtered process issues a forward slower (the
+    kernel may disable speculative store bypass for it). Cannot be undone, so it comes last."""
+    import tools.worker.contain as contain  # tests/test_architecture.py MIMICS_A_WORKER
+
+    contain.drop_capabilities()
+    contain.block_keyrings()
 
 
 def install_guard(writable: Path) -> None:
@@ -311,6 +425,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=120)
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument(
+        "--contain",
+        action="store_true",
+        help="then loops again under the worker's containment (seccomp, no capabilities)",
+    )
+    parser.add_argument(
         "--guard", action="store_true", help="then both loops again under the evaluator's audit hook"
     )
     args = parser.parse_args()
@@ -318,14 +437,26 @@ def main() -> int:
         print("launch_probe needs a CUDA GPU", file=sys.stderr)
         return 1
     writable = args.json.resolve().parent if args.json else Path.cwd()  # the guard lets only this be written
-    results = probe(args.kernels, args.calls, writable if args.guard else None)
+    results = probe(args.kernels, args.calls, writable if args.guard else None, args.contain)
     for r in results:
         print(r["kernel"])
+        if "speculation_before" in r:
+            print(f"  before containment: {r['speculation_before']}\n  after: {r['speculation_after']}")
         for row in r["timeline"]:
             print(f"  {row['on']} {row['start_us']:8.1f} .. {row['end_us']:8.1f} us  {row['name']}")
         for lp in r["loops"]:
+            if "error" in lp:
+                print(f"  {lp['before']}: {lp['error']}")
+                continue
             after = " after the profiler" if lp.get("after_profiler") else ""
             after = " under the audit hook" if lp.get("after_guard") else after
+            after = " contained" if lp.get("contained") else after
+            after += f" behind a {lp['hold_ms']:g} ms hold" if lp.get("hold_ms") else ""
+            if lp.get("evaluator_loop"):
+                after = (
+                    f" in the evaluator's loop (figure {lp['figure_median_ms']:.4f} ms, hold "
+                    f"{lp['hold_median_ms']:.4f} ms, exposed {lp['exposed_launch_median_ms']:.4f} ms, {lp['hold']})"
+                )
             after += f" after {lp['before']}" if lp.get("before", "nothing") != "nothing" else ""
             after += " with the L2 reset" if lp.get("reset_l2") else ""
             after += f" after a {lp['echo_ms']:g} ms round trip" if lp.get("echo_ms") else ""

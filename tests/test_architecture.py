@@ -51,6 +51,7 @@ def test_code_beside_a_candidate_imports_nothing_from_the_judge_or_supervision()
     [
         "tools/problem.py",
         "tools/results.py",
+        "tools/profile_results.py",
         "tools/wire.py",
         "tools/orders.py",
         "tools/toolspec.py",
@@ -102,6 +103,10 @@ def internal(mod: str) -> bool:
 MIMICS_A_WORKER = {
     # its --guard loops run under the candidate worker's own audit hook, to time what the hook costs
     ("bench/launch_probe.py", "tools.worker.guard"),
+    # its --contain loops run under the worker's seccomp filter and dropped capabilities, to time what they cost
+    ("bench/launch_probe.py", "tools.worker.contain"),
+    # and it runs the evaluator's own timing loop in a plain process, to tell the loop's cost from the worker's
+    ("bench/launch_probe.py", "tools.worker.timing"),
     # its L2-reset loops call the persisting-L2 reset the timing loop makes before each flush, found the same way
     *(("bench/launch_probe.py", mod) for mod in ("tools.worker.l2", "tools.worker.l2.find_runtime")),
     # it times the truth worker's own steps one by one, in the worker's way

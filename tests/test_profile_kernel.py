@@ -18,7 +18,8 @@ from tools.judge._ncu_output import digest, merge_by_name, parse_launches
 from tools.judge._profile import base_name, digest_report, ncu_command, shares
 from tools.problem import load_problem
 from tools.profile_kernel import text
-from tools.results import KernelResources, ProfileResult
+from tools.profile_results import ProfileResult
+from tools.results import KernelResources
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = REPO / "bench" / "results" / "h200" / "2026-12-01"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from tools.judge._profile import profile, unavailable
 from tools.problem import Problem
-from tools.results import KernelProfile, ProfileResult
+from tools.profile_results import KernelProfile, ProfileResult
 from tools.supervise import WarmPool
 from tools.toolspec import ToolSpec
 

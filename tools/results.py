@@ -139,20 +139,34 @@ class TimingStats(Model):
     max_ms: float
     mean_ms: float
     host_median_ms: float | None = None
-    # CUDA: host-clock time from the end event's completion to the end of a device-wide synchronize, less an
-    # idle synchronize's cost (work that escaped the events)
-    escaped_median_ms: float | None = None
+    escaped_median_ms: float | None = Field(
+        None,
+        description="CUDA: host-clock time from the end event's completion to the end of a device-wide "
+        "synchronize, less an idle synchronize's cost (work that escaped the events)",
+    )
     launch_median_ms: float | None = Field(None, description="CUDA: host time to issue one call")
-    # CUDA, launches held (tools/worker/hold.py): a call's figure is the longer of its events' time and the host's
-    # issue time; the events' median, the hold's, the issue time not held (at most), host-set calls, why no hold.
-    event_median_ms: float | None = None
-    hold_median_ms: float | None = None
-    exposed_launch_median_ms: float | None = None
-    host_bound_calls: int | None = None
-    hold: str | None = None
+    event_median_ms: float | None = Field(
+        None,
+        description="CUDA: the events' own median; a call's figure is the longer of its events' time and the "
+        "host's time to issue it (launches held: tools/worker/hold.py)",
+    )
+    hold_median_ms: float | None = Field(
+        None, description="CUDA: how long the hold kept the stream before a call"
+    )
+    exposed_launch_median_ms: float | None = Field(
+        None, description="CUDA: the host's issue time the hold did not cover (on the clock)"
+    )
+    host_bound_calls: int | None = Field(
+        None, description="CUDA: calls whose host issue time outlasted their events (the host set the figure)"
+    )
+    hold: str | None = Field(None, description='CUDA: "ok" where every call was held, else why not')
     clock: Literal["cuda_event", "host"] = "cuda_event"
-    batch_ms: float | None = None  # the timed loop's wall time, by the timing process's clock
-    parent_batch_ms: float | None = None  # the same loop's wall time by the evaluator's own clock
+    batch_ms: float | None = Field(
+        None, description="the timed loop's wall time, by the timing process's clock"
+    )
+    parent_batch_ms: float | None = Field(
+        None, description="the same loop's wall time by the evaluator's own clock"
+    )
     windows: int | None = Field(
         None,
         description="where set, these stats pool that many loops' medians (the reference's quiet windows on "
@@ -362,64 +376,6 @@ class BenchResult(Model):
     @property
     def primary_timing(self) -> ShapeTiming | None:
         return next((t for t in self.timings if t.primary), None)
-
-
-class StallReason(Model):
-    """One warp-stall reason: warp cycles per issued instruction spent in it (ncu's WarpStateStats)."""
-
-    reason: str
-    cycles_per_issue: float
-    share: float = Field(description="of all stall cycles of the kernel")
-
-
-class KernelProfile(Model):
-    """One kernel as Nsight Compute measured it at the primary shape (launches of one name added up)."""
-
-    name: str
-    kind: str = Field(description="own (the candidate's source defines it), gemm, elementwise, copy, ...")
-    launches: int = 1
-    duration_us: float | None = None
-    sm_pct: float | None = Field(None, description="compute (SM) throughput, % of peak")
-    memory_pct: float | None = Field(None, description="memory throughput (the busiest unit), % of peak")
-    dram_pct: float | None = Field(None, description="DRAM throughput, % of peak")
-    achieved_occupancy_pct: float | None = None
-    theoretical_occupancy_pct: float | None = None
-    occupancy_limiter: str = Field(
-        "", description="what caps the blocks per SM: registers, shared memory, ..."
-    )
-    blocks_per_sm: float | None = Field(None, description="the limiter's blocks per SM")
-    registers: int | None = Field(None, description="per thread")
-    shared_bytes: int | None = Field(None, description="static + dynamic shared memory per block")
-    spill_stores: int | None = Field(None, description="ptxas, bytes per thread (own kernels)")
-    spill_loads: int | None = None
-    grid: str = ""
-    block: str = ""
-    stalls: list[StallReason] = Field(default_factory=list, description="the top warp-stall reasons")
-    advice: list[str] = Field(default_factory=list, description="ncu's own optimisation hints, shortened")
-
-
-ProfileStatus = Literal["ok", "unavailable", "compile_error", "import_error", "failed", "timeout"]
-
-
-class ProfileResult(Model):
-    """`profile_kernel`: Nsight Compute on the candidate at the problem's primary shape (tools/profile_kernel.py)."""
-
-    status: ProfileStatus
-    message: str
-    shape: str = ""
-    sizes: dict[str, int] = Field(default_factory=dict)
-    kernels: list[KernelProfile] = Field(default_factory=list, description="by device time, costliest first")
-    own_share: float | None = Field(
-        None, description="of the profiled device time, in the candidate's kernels"
-    )
-    library_share: dict[str, float] = Field(default_factory=dict)
-    total_us: float | None = None
-    tool: str = Field("", description="the ncu used, and its version")
-    measurable_here: str = Field("", description="where ncu cannot run: what can be measured here instead")
-    compile: CompileResult | None = None
-    output: str = ""
-    seconds: float = 0.0
-    kernel_hash: str = ""
 
 
 BaselineKind = Literal["eager", "cuda_graph", "torch_compile", "library"]

@@ -26,7 +26,8 @@ from typing import Protocol
 from agent.execution.leases import Leases
 from agent.runlog.events import LeaseEvent
 from tools.problem import Problem
-from tools.results import BenchResult, CompileResult, ProfileResult, SanitizerReport
+from tools.profile_results import ProfileResult
+from tools.results import BenchResult, CompileResult, SanitizerReport
 from tools.wire import BuildProgress
 
 

@@ -28,7 +28,8 @@ from tools.benchmark import sanitizer_text
 from tools.figures import figures_of
 from tools.floor import floor_text
 from tools.profile_kernel import text as profile_text
-from tools.results import BenchResult, CompileResult, ProfileResult
+from tools.profile_results import ProfileResult
+from tools.results import BenchResult, CompileResult
 
 OK_STATUSES = ("ok", "passed")
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from agent.views.fmt import BAD_STYLE, DIM, OK_STYLE
 from tools.profile_kernel import headline
-from tools.results import KernelProfile, ProfileResult
+from tools.profile_results import KernelProfile, ProfileResult
 
 PROFILE_COLUMNS = ("kernel", "kind", "µs", "SM", "memory", "DRAM", "occupancy", "limiter", "regs", "smem B")
 

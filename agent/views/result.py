@@ -15,6 +15,7 @@ from tools.figure_data import EAGER_LABEL, HEADLINE_LABELS, Figures, format_metr
 from tools.figures import figures_of, shape_figures
 from tools.floor import floor_text, peaks_text
 from tools.kbfile import SizeValue
+from tools.profile_results import ProfileResult
 from tools.results import (
     NOT_APPLICABLE,
     BaselineReport,
@@ -23,7 +24,6 @@ from tools.results import (
     CompileResult,
     Diagnostic,
     KernelUsage,
-    ProfileResult,
     SanitizerReport,
     ShapeTiming,
 )

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tools.results import KernelProfile, StallReason
+from tools.profile_results import KernelProfile, StallReason
 
 # Every field: its details-page label first, then raw names (ncu versions differ in a few).
 FIELDS: dict[str, tuple[str, ...]] = {

@@ -26,7 +26,8 @@ from tools.judge._compile import compile_result
 from tools.judge._ncu_output import digest, merge_by_name, parse_launches
 from tools.judge._sanitize import _case_data, _limited
 from tools.problem import Case, Problem
-from tools.results import CompileResult, KernelProfile, KernelResources, ProfileResult
+from tools.profile_results import KernelProfile, ProfileResult
+from tools.results import CompileResult, KernelResources
 from tools.supervise import Job, WarmPool, describe_exit, kernel_hash, pool_for, run_candidate, visible_gpu
 from tools.supervise import _toolchain as toolchain
 from tools.worker.instrument import kernel_names

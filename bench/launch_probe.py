@@ -223,6 +223,7 @@ def loop(
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
+        "launch_min_ms": min(host),
         **counts,
     }
 
@@ -364,6 +365,7 @@ def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> di
         "event_median_ms": stats["event_median_ms"],
         "event_min_ms": min(samples.device_ms),
         "launch_median_ms": stats["launch_median_ms"],
+        "launch_min_ms": stats["launch_min_ms"],
         "figure_median_ms": stats["median_ms"],
         "hold_median_ms": stats["hold_median_ms"],
         "exposed_launch_median_ms": stats["exposed_launch_median_ms"],
@@ -463,7 +465,7 @@ def main() -> int:
             after += " and the last output's fingerprint" if lp.get("settle") else ""
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
-                f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "
+                f"launch median {lp['launch_median_ms']:.4f} ms (min {lp['launch_min_ms']:.4f}), cudaMalloc {lp['num_device_alloc']}, "
                 f"cudaFree {lp['num_device_free']}, retries {lp['num_alloc_retries']}"
             )
     if args.json:

@@ -384,13 +384,15 @@ def speculation() -> str:
 
 
 def install_containment() -> None:
-    """The candidate worker's containment (tools/worker/contain.py): no capabilities, no new privileges, the
-    keyring calls refused by a seccomp filter. Whether a filtered process issues a forward slower (the
-    kernel may disable speculative store bypass for it). Cannot be undone, so it comes last."""
+    """The candidate worker's containment (tools/worker/contain.py) as it was until 2026-12-08: no
+    capabilities, no new privileges, the keyring calls refused by a seccomp filter installed through prctl,
+    which lets the kernel force speculation mitigations on the process where its policy is `seccomp`. The
+    worker now installs the filter with SECCOMP_FILTER_FLAG_SPEC_ALLOW; these loops say what the old way cost
+    (the speculation state before and after is in the output). Cannot be undone, so it comes last."""
     import tools.worker.contain as contain  # tests/test_architecture.py MIMICS_A_WORKER
 
     contain.drop_capabilities()
-    contain.block_keyrings()
+    contain.block_keyrings(allow_speculation=False)  # prctl's path, as the worker had it
 
 
 def install_guard(writable: Path) -> None:

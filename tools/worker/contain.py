@@ -13,7 +13,6 @@ namespaces and capabilities in /proc (isolation.observe).
 from __future__ import annotations
 
 import ctypes
-import errno
 import json
 import os
 from collections.abc import Callable
@@ -116,20 +115,17 @@ def block_keyrings(allow_speculation: bool = True) -> None:
 
 def install_filter_allowing_speculation(c: ctypes.CDLL, fprog: _SockFprog) -> bool:
     """The filter through seccomp(2) with SECCOMP_FILTER_FLAG_SPEC_ALLOW: whether it is installed. Without the
-    flag a kernel whose speculation policy is `seccomp` (the default for speculative store bypass) turns
+    flag a kernel whose speculation policy is `seccomp` (x86's default before Linux 5.16) turns
     mitigations on for every filtered process (`Speculation_Store_Bypass: thread force mitigated` in
     /proc/PID/status), which slows its host code, and the timed call's host issue time is part of its figure.
     They would protect this process's memory from speculation by code in it: the candidate, which can read that
-    memory anyway. False where the kernel lacks the call or the flag (EINVAL, ENOSYS): the caller uses prctl."""
+    memory anyway. False where the call failed (a kernel without it or the flag: ENOSYS, EINVAL): the caller
+    then installs the filter through prctl, which raises if that fails too."""
     number = _SECCOMP_CALL.get(os.uname().machine)
     if number is None:
         return False
-    if c.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, ctypes.byref(fprog)) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS):
-        return False
-    raise OSError(err, f"seccomp(keyrings, SPEC_ALLOW): {os.strerror(err)}")
+    rc: int = c.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, ctypes.byref(fprog))
+    return rc == 0
 
 
 def _last_cap() -> int:

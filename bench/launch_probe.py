@@ -14,10 +14,13 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               (does an idle core make the launch path slow?), and with the persisting-L2 reset the
               evaluator makes before each flush (does it?); as the worker waits on its parent, a round
               trip to a child process that answers ECHO_MS later before each call, alone and with the
-              worker's reads of the previous output (a fingerprint summed on the device and read back).
-              Each loop reports the CUDA-event median, the
-              host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
-              it made
+              worker's reads of the previous output (a fingerprint summed on the device and read back);
+              after 64 MB of host memory written before each call (the core's caches cold, as after the
+              worker's bookkeeping); behind a held stream (the evaluator's launch hold); through the
+              evaluator's own timing loop (tools/worker/timing.py `measure`) in this plain process; with
+              --contain, again under the worker's old containment (seccomp through prctl, no capabilities).
+              Each loop reports the CUDA-event median, the host's time to issue one forward (median and
+              quickest), and how many cudaMalloc/cudaFree calls and allocator retries it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
 timed 0.46-0.51 ms. The evaluator's `launch_median_ms` was 0.19-0.31 ms, where a plain loop issued the
 same forward in 0.085 ms, and the one-forward timeline showed the GPU idle 151 µs between the split and
@@ -49,6 +52,8 @@ PAUSE_MS = 3.0  # a worker's wait for its parent's reply before a timed call, ro
 ECHO_MS = 0.3  # the parent's time to answer a worker's next_call, roughly
 HOLD_MS = 0.6  # the evaluator's hold at shape 1 on the H100 (1.5x the worker's issue time + 0.03 ms)
 CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles: roughly the H100's and H200's boost clock
+EVICT_BYTES = 64 << 20  # more than a core's share of the last-level cache
+EVICT: dict[str, torch.Tensor] = {}
 KEEP = 31  # inputs kept alive, as the evaluator keeps 2 GB of them at this shape (tools/worker/candidate.py)
 
 
@@ -106,13 +111,21 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
 
 def pause(kind: str, ms: float) -> None:
     """What the host does before a call is prepared: `sleep` leaves the core idle (as a worker blocked on
-    its parent's reply does), `spin` keeps it busy for the same time."""
-    if kind == "sleep":
+    its parent's reply does), `spin` keeps it busy for the same time, `evict` writes EVICT_BYTES of host
+    memory (the core's caches then hold none of the forward's host path, as after a worker's bookkeeping)."""
+    if kind == "evict":
+        EVICT.setdefault("buf", torch.empty(EVICT_BYTES // 4)).fill_(1.0)
+    elif kind == "sleep":
         time.sleep(ms / 1e3)
     elif kind == "spin":
         until = time.perf_counter() + ms / 1e3
         while time.perf_counter() < until:
             pass
+
+
+def pause_label(first: tuple[str, float]) -> str:
+    kind, ms = first
+    return f"evict {EVICT_BYTES >> 20} MB of host caches" if kind == "evict" else f"{kind} {ms:g} ms"
 
 
 class Echo:
@@ -214,7 +227,7 @@ def loop(
     }
     return {
         "inputs": "fresh" if fresh else "same",
-        "before": f"{pause_first[0]} {pause_first[1]:g} ms" if pause_first else "nothing",
+        "before": pause_label(pause_first) if pause_first else "nothing",
         "reset_l2": reset_l2 is not None,
         "echo_ms": echo.ms if echo is not None else None,
         "round_trip_median_ms": statistics.median(trips) if trips else None,
@@ -256,7 +269,9 @@ def probe(paths: list[Path], calls: int, guard: Path | None, contain: bool) -> l
     if reset is None:
         raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
     for r, (model, base) in zip(results, built, strict=True):  # the core idle, or busy, before each call
-        r["loops"] += [loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin")]
+        r["loops"] += [
+            loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin", "evict")
+        ]
         # the persisting-L2 reset before each flush, as the evaluator's loop has it: alone, then after the core slept
         r["loops"] += [
             loop(model, base, flush, True, calls, first, reset_l2=reset)

@@ -13,6 +13,7 @@
 #             VARS): speed of light, occupancy, warp state (each stall reason's warps per issue), instruction
 #             and launch statistics per kernel
 #   probe     bench/launch_probe.py on PROBE: the host's time to issue a forward, the core idle or busy before
+#             (PROBE_FLAGS="--guard --contain": then under the worker's audit hook and its old seccomp path)
 #   sass      cuobjdump -sass of every extension built, where the machine has cuobjdump
 # An entry of VARS, BENCH, NCU_VARS or PROBE is a file under problems/selective_scan/solutions/, or
 # FILE@NAME=V[,NAME=V]: that file with those `#define` lines changed and its extension renamed, written to
@@ -71,7 +72,8 @@ except ValueError:
 def row(t):
     c = t["candidate"]
     return (f"{t['name']}: {c['median_ms']:.4f} ms (events {c.get('event_median_ms') or 0:.4f}, "
-            f"issue {c.get('launch_median_ms') or 0:.3f}, hold {c.get('hold_median_ms') or 0:.3f})")
+            f"issue {c.get('launch_median_ms') or 0:.3f} (min {c.get('launch_min_ms') or 0:.3f}), "
+            f"hold {c.get('hold_median_ms') or 0:.3f})")
 rows = [row(t) for t in d["timings"] if t.get("candidate")]
 print(sys.argv[2], d["status"], d["speedup"], d["flags"], "; ".join(rows) or d["message"][:300])
 PY
@@ -100,8 +102,8 @@ if has ncu && [ -n "$NCU" ]; then
   step_done ncu
 fi
 if has probe; then
-  timeout 150 python3 -m bench.launch_probe $(paths_of ${PROBE:-best.py}) --calls 60 \
-    --json "$OUT/launch_probe.json" 2>&1 | grep -v "Warning\|warn" | grep -v "^  [cg]pu " | tail -30
+  timeout 150 python3 -m bench.launch_probe $(paths_of ${PROBE:-best.py}) --calls "${PROBE_CALLS:-60}" \
+    ${PROBE_FLAGS:-} --json "$OUT/launch_probe.json" 2>&1 | grep -v "Warning\|warn" | grep -v "^  [cg]pu " | tail -30
   step_done probe
 fi
 CUOBJ=$(command -v cuobjdump || ls /usr/local/cuda*/bin/cuobjdump 2>/dev/null | head -1)

@@ -14,10 +14,13 @@ For each kernel file (a module defining ModelNew, built by its own load_inline),
               (does an idle core make the launch path slow?), and with the persisting-L2 reset the
               evaluator makes before each flush (does it?); as the worker waits on its parent, a round
               trip to a child process that answers ECHO_MS later before each call, alone and with the
-              worker's reads of the previous output (a fingerprint summed on the device and read back).
-              Each loop reports the CUDA-event median, the
-              host's time to issue one forward, and how many cudaMalloc/cudaFree calls and allocator retries
-              it made
+              worker's reads of the previous output (a fingerprint summed on the device and read back);
+              after 64 MB of host memory written before each call (the core's caches cold, as after the
+              worker's bookkeeping); behind a held stream (the evaluator's launch hold); through the
+              evaluator's own timing loop (tools/worker/timing.py `measure`) in this plain process; with
+              --contain, again under the worker's old containment (seccomp through prctl, no capabilities).
+              Each loop reports the CUDA-event median, the host's time to issue one forward (median and
+              quickest), and how many cudaMalloc/cudaFree calls and allocator retries it made
 Why: on the H200 (bench/results/h200/2026-12-01e) step 09's kernels summed to 381 µs, yet the evaluator
 timed 0.46-0.51 ms. The evaluator's `launch_median_ms` was 0.19-0.31 ms, where a plain loop issued the
 same forward in 0.085 ms, and the one-forward timeline showed the GPU idle 151 µs between the split and
@@ -49,6 +52,8 @@ PAUSE_MS = 3.0  # a worker's wait for its parent's reply before a timed call, ro
 ECHO_MS = 0.3  # the parent's time to answer a worker's next_call, roughly
 HOLD_MS = 0.6  # the evaluator's hold at shape 1 on the H100 (1.5x the worker's issue time + 0.03 ms)
 CLOCK_HZ = 1.98e9  # torch.cuda._sleep counts SM cycles: roughly the H100's and H200's boost clock
+EVICT_BYTES = 64 << 20  # more than a core's share of the last-level cache
+EVICT: dict[str, torch.Tensor] = {}
 KEEP = 31  # inputs kept alive, as the evaluator keeps 2 GB of them at this shape (tools/worker/candidate.py)
 
 
@@ -106,13 +111,21 @@ def timeline(model: torch.nn.Module, x: torch.Tensor, flush: torch.Tensor) -> li
 
 def pause(kind: str, ms: float) -> None:
     """What the host does before a call is prepared: `sleep` leaves the core idle (as a worker blocked on
-    its parent's reply does), `spin` keeps it busy for the same time."""
-    if kind == "sleep":
+    its parent's reply does), `spin` keeps it busy for the same time, `evict` writes EVICT_BYTES of host
+    memory (the core's caches then hold none of the forward's host path, as after a worker's bookkeeping)."""
+    if kind == "evict":
+        EVICT.setdefault("buf", torch.empty(EVICT_BYTES // 4)).fill_(1.0)
+    elif kind == "sleep":
         time.sleep(ms / 1e3)
     elif kind == "spin":
         until = time.perf_counter() + ms / 1e3
         while time.perf_counter() < until:
             pass
+
+
+def pause_label(first: tuple[str, float]) -> str:
+    kind, ms = first
+    return f"evict {EVICT_BYTES >> 20} MB of host caches" if kind == "evict" else f"{kind} {ms:g} ms"
 
 
 class Echo:
@@ -214,7 +227,7 @@ def loop(
     }
     return {
         "inputs": "fresh" if fresh else "same",
-        "before": f"{pause_first[0]} {pause_first[1]:g} ms" if pause_first else "nothing",
+        "before": pause_label(pause_first) if pause_first else "nothing",
         "reset_l2": reset_l2 is not None,
         "echo_ms": echo.ms if echo is not None else None,
         "round_trip_median_ms": statistics.median(trips) if trips else None,
@@ -223,6 +236,7 @@ def loop(
         "event_median_ms": statistics.median(device),
         "event_min_ms": min(device),
         "launch_median_ms": statistics.median(host),
+        "launch_min_ms": min(host),
         **counts,
     }
 
@@ -255,7 +269,9 @@ def probe(paths: list[Path], calls: int, guard: Path | None, contain: bool) -> l
     if reset is None:
         raise RuntimeError("no CUDA runtime with cudaCtxResetPersistingL2Cache in this process")
     for r, (model, base) in zip(results, built, strict=True):  # the core idle, or busy, before each call
-        r["loops"] += [loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin")]
+        r["loops"] += [
+            loop(model, base, flush, True, calls, (kind, PAUSE_MS)) for kind in ("sleep", "spin", "evict")
+        ]
         # the persisting-L2 reset before each flush, as the evaluator's loop has it: alone, then after the core slept
         r["loops"] += [
             loop(model, base, flush, True, calls, first, reset_l2=reset)
@@ -364,6 +380,7 @@ def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> di
         "event_median_ms": stats["event_median_ms"],
         "event_min_ms": min(samples.device_ms),
         "launch_median_ms": stats["launch_median_ms"],
+        "launch_min_ms": stats["launch_min_ms"],
         "figure_median_ms": stats["median_ms"],
         "hold_median_ms": stats["hold_median_ms"],
         "exposed_launch_median_ms": stats["exposed_launch_median_ms"],
@@ -382,13 +399,15 @@ def speculation() -> str:
 
 
 def install_containment() -> None:
-    """The candidate worker's containment (tools/worker/contain.py): no capabilities, no new privileges, the
-    keyring calls refused by a seccomp filter. Whether a filtered process issues a forward slower (the
-    kernel may disable speculative store bypass for it). Cannot be undone, so it comes last."""
+    """The candidate worker's containment (tools/worker/contain.py) as it was until 2026-12-08: no
+    capabilities, no new privileges, the keyring calls refused by a seccomp filter installed through prctl,
+    which lets the kernel force speculation mitigations on the process where its policy is `seccomp`. The
+    worker now installs the filter with SECCOMP_FILTER_FLAG_SPEC_ALLOW; these loops say what the old way cost
+    (the speculation state before and after is in the output). Cannot be undone, so it comes last."""
     import tools.worker.contain as contain  # tests/test_architecture.py MIMICS_A_WORKER
 
     contain.drop_capabilities()
-    contain.block_keyrings()
+    contain.block_keyrings(allow_speculation=False)  # prctl's path, as the worker had it
 
 
 def install_guard(writable: Path) -> None:
@@ -463,7 +482,7 @@ def main() -> int:
             after += " and the last output's fingerprint" if lp.get("settle") else ""
             print(
                 f"  {lp['inputs']:5s}{after} event median {lp['event_median_ms']:.4f} ms (min {lp['event_min_ms']:.4f}), "
-                f"launch median {lp['launch_median_ms']:.4f} ms, cudaMalloc {lp['num_device_alloc']}, "
+                f"launch median {lp['launch_median_ms']:.4f} ms (min {lp['launch_min_ms']:.4f}), cudaMalloc {lp['num_device_alloc']}, "
                 f"cudaFree {lp['num_device_free']}, retries {lp['num_alloc_retries']}"
             )
     if args.json:

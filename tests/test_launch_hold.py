@@ -44,6 +44,7 @@ def test_a_calls_figure_is_the_longer_of_its_device_and_issue_times() -> None:
     assert stats["event_median_ms"] == pytest.approx(0.41)
     assert stats["host_bound_calls"] == 1  # the call whose issue took longer than its events
     assert stats["hold"] == "ok"
+    assert (stats["launch_median_ms"], stats["launch_min_ms"]) == pytest.approx((0.30, 0.20))
 
 
 def test_a_charged_overrun_does_not_make_a_call_host_bound() -> None:

@@ -145,6 +145,9 @@ class TimingStats(Model):
         "synchronize, less an idle synchronize's cost (work that escaped the events)",
     )
     launch_median_ms: float | None = Field(None, description="CUDA: host time to issue one call")
+    launch_min_ms: float | None = Field(
+        None, description="CUDA: the quickest issue of any call (the host's path at its warmest)"
+    )
     event_median_ms: float | None = Field(
         None,
         description="CUDA: the events' own median; a call's figure is the longer of its events' time and the "

@@ -74,6 +74,8 @@ class _SockFprog(ctypes.Structure):
 
 
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1, 1 << 2  # seccomp(2)'s operation and flag
+_SECCOMP_CALL = {"x86_64": 317, "aarch64": 277}  # __NR_seccomp
 _LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
 _ALLOW, _EPERM = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
 _X32 = 0x40000000  # x86_64's x32 calls carry this bit in their number: refused like the keyring calls
@@ -81,11 +83,12 @@ _X32 = 0x40000000  # x86_64's x32 calls carry this bit in their number: refused 
 _KEYRING_CALLS = {"x86_64": (0xC000003E, (248, 249, 250)), "aarch64": (0xC00000B7, (217, 218, 219))}
 
 
-def block_keyrings() -> None:
+def block_keyrings(allow_speculation: bool = True) -> None:
     """No kernel keyring calls from now on, in this process and all it starts (a seccomp filter: EPERM).
     The user keyring of a uid is shared across PID, network, IPC and mount namespaces: two candidates of one
     user could pass data there (`add_key` in one, `request_key` and `keyctl read` in the other). Calls of
-    another ABI than this one's (i386's `int 0x80`) are refused too, so none goes round the filter."""
+    another ABI than this one's (i386's `int 0x80`) are refused too, so none goes round the filter.
+    `allow_speculation=False` installs it through prctl, as the worker did before (bench/launch_probe.py)."""
     if os.uname().machine not in _KEYRING_CALLS:
         raise OSError(0, f"no keyring filter for {os.uname().machine}")
     arch, (add_key, request_key, keyctl) = _KEYRING_CALLS[os.uname().machine]
@@ -105,7 +108,24 @@ def block_keyrings() -> None:
     fprog = _SockFprog(len(program), filters)
     c = libc()
     check(c.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")  # what a filter needs
+    if allow_speculation and install_filter_allowing_speculation(c, fprog):
+        return
     check(c.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp(keyrings)")
+
+
+def install_filter_allowing_speculation(c: ctypes.CDLL, fprog: _SockFprog) -> bool:
+    """The filter through seccomp(2) with SECCOMP_FILTER_FLAG_SPEC_ALLOW: whether it is installed. Without the
+    flag a kernel whose speculation policy is `seccomp` (x86's default before Linux 5.16) turns
+    mitigations on for every filtered process (`Speculation_Store_Bypass: thread force mitigated` in
+    /proc/PID/status), which slows its host code, and the timed call's host issue time is part of its figure.
+    They would protect this process's memory from speculation by code in it: the candidate, which can read that
+    memory anyway. False where the call failed (a kernel without it or the flag: ENOSYS, EINVAL): the caller
+    then installs the filter through prctl, which raises if that fails too."""
+    number = _SECCOMP_CALL.get(os.uname().machine)
+    if number is None:
+        return False
+    rc: int = c.syscall(number, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, ctypes.byref(fprog))
+    return rc == 0
 
 
 def _last_cap() -> int:

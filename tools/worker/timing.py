@@ -88,6 +88,7 @@ class Samples:
         return {
             "escaped_median_ms": _median_or_none(self.escaped_ms),
             "launch_median_ms": _median_or_none(self.launch_ms),
+            "launch_min_ms": min(self.launch_ms) if self.launch_ms else None,
             "event_median_ms": _median_or_none(self.device_ms) if self.clock == "cuda_event" else None,
             "hold_median_ms": _median_or_none(self.hold_ms),
             "exposed_launch_median_ms": _median_or_none(self.exposed_ms),

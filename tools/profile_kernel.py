@@ -1,5 +1,5 @@
 """The `profile_kernel` tool, whole: what the model is told (`SPEC`), the call (`profile_kernel`), its result
-(`ProfileResult`, in tools/results.py) and the text the model reads back (`text`, `headline`).
+(`ProfileResult`, in tools/profile_results.py) and the text the model reads back (`text`, `headline`).
 
 A call runs Nsight Compute on the candidate at the problem's primary shape in a fresh contained worker
 (tools/judge/_profile.py) and digests it per kernel: duration, compute and memory throughput as % of peak,

@@ -60,6 +60,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 phases = ", ".join(f"{k} {v:.1f}" for k, v in r.get("phases", {}).items() if v >= 0.5)
 print(f"agent bench best: {r['status']} {r['flags']} {r['seconds']:.1f} s ({phases}) {r['message'][:160]}")
+for t in r.get("timings", []):  # each shape's figure beside its events, the host's issue time and the hold
+    c = t.get("candidate") or {}
+    if c:
+        print(f"  {t['name']}: {c['median_ms']:.4f} ms (events {c.get('event_median_ms') or 0:.4f}, issue "
+              f"{c.get('launch_median_ms') or 0:.3f}, quickest {c.get('launch_min_ms') or 0:.3f}, hold "
+              f"{c.get('hold_median_ms') or 0:.3f}, host-bound calls {c.get('host_bound_calls')})")
 # An honest kernel sets no L2 aside: a figure here is the host's own persisting default miscounted (84108b2).
 aside = [t["name"] for t in r.get("timings", []) if (t.get("candidate") or {}).get("l2_set_aside_bytes")]
 if aside:

@@ -119,8 +119,9 @@ def install_filter_allowing_speculation(c: ctypes.CDLL, fprog: _SockFprog) -> bo
     older and some vendor kernels still have it) turns mitigations on for every filtered process
     (`Speculation_Store_Bypass: thread force mitigated` in /proc/PID/status), which slows its host code, and the
     timed call's host issue time is part of its figure. They would protect this process's memory from
-    speculation by code in it: the candidate, which can read that memory anyway. False where the call failed (a kernel without it or the flag: ENOSYS, EINVAL): the caller
-    then installs the filter through prctl, which raises if that fails too."""
+    speculation by code in it: the candidate, which can read that memory anyway. False where the call failed
+    (a kernel without it or the flag: ENOSYS, EINVAL): the caller then installs the filter through prctl,
+    which raises if that fails too."""
     number = _SECCOMP_CALL.get(os.uname().machine)
     if number is None:
         return False

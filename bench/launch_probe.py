@@ -123,6 +123,25 @@ def pause(kind: str, ms: float) -> None:
             pass
 
 
+def fresh_input(base: torch.Tensor, i: int, keep: collections.deque[torch.Tensor]) -> torch.Tensor:
+    """Call `i`'s input as the evaluator feeds it: a new rolled copy (the last KEEP kept alive, so no storage
+    recurs), then a NaN block allocated and freed (the allocator poisoned)."""
+    x = torch.roll(base.reshape(-1), 7919 * (i + 1)).reshape(base.shape)
+    keep.append(x)
+    poison = torch.full(base.shape, float("nan"), device="cuda")
+    del poison
+    return x
+
+
+ALLOCATOR_COUNTS = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+
+
+def allocator_counts(before: dict[str, Any]) -> dict[str, int]:
+    """cudaMalloc and cudaFree calls and allocator retries since `before` (torch.cuda.memory_stats())."""
+    after = torch.cuda.memory_stats()
+    return {k: after.get(k, 0) - before.get(k, 0) for k in ALLOCATOR_COUNTS}
+
+
 def pause_label(first: tuple[str, float]) -> str:
     kind, ms = first
     return f"evict {EVICT_BYTES >> 20} MB of host caches" if kind == "evict" else f"{kind} {ms:g} ms"
@@ -196,12 +215,7 @@ def loop(
             trips.append((time.perf_counter() - t) * 1e3)
         if settle is not None and out is not None:
             fingerprint(out, settle)
-        x = base
-        if fresh:
-            x = torch.roll(base.reshape(-1), 7919 * (i + 1)).reshape(base.shape)
-            keep.append(x)
-            poison = torch.full(base.shape, float("nan"), device="cuda")
-            del poison
+        x = fresh_input(base, i, keep) if fresh else base
         if reset_l2 is not None:
             reset_l2()
         flush.zero_()
@@ -220,11 +234,7 @@ def loop(
         host.append((issued - h0) * 1e3)
         device.append(start.elapsed_time(end))
     del out
-    after = torch.cuda.memory_stats()
-    counts = {
-        k: after.get(k, 0) - before.get(k, 0)
-        for k in ("num_device_alloc", "num_device_free", "num_alloc_retries")
-    }
+    counts = allocator_counts(before)
     return {
         "inputs": "fresh" if fresh else "same",
         "before": pause_label(pause_first) if pause_first else "nothing",
@@ -293,23 +303,11 @@ def probe(paths: list[Path], calls: int, guard: Path | None, contain: bool) -> l
         ]
     for r, (model, base) in zip(results, built, strict=True):  # issued behind a busy GPU, as the hold has it
         r["loops"] += [
-            {**loop(model, base, flush, True, calls, reset_l2=reset, hold_ms=HOLD_MS), "after_profiler": True}
-        ]
-        r["loops"] += [
             {
-                **loop(
-                    model,
-                    base,
-                    flush,
-                    True,
-                    calls,
-                    reset_l2=reset,
-                    echo=echo,
-                    settle=weights,
-                    hold_ms=HOLD_MS,
-                ),
+                **loop(model, base, flush, True, calls, reset_l2=reset, echo=e, settle=w, hold_ms=HOLD_MS),
                 "after_profiler": True,
             }
+            for e, w in ((None, None), (echo, weights))
         ]
     echo.close()
     for r, (model, base) in zip(results, built, strict=True):
@@ -351,17 +349,14 @@ def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> di
     keep: collections.deque[torch.Tensor] = collections.deque(maxlen=KEEP)
     current: dict[str, torch.Tensor] = {}
 
-    def prepare(i: int) -> None:
-        x = torch.roll(base.reshape(-1), 7919 * (i + 2)).reshape(base.shape)
-        keep.append(x)
-        current["x"] = x
-        poison = torch.full(base.shape, float("nan"), device="cuda")
-        del poison
+    def prepare(i: int) -> None:  # warm-ups are i = -1, -2, -3: every call gets its own roll
+        current["x"] = fresh_input(base, i + 1, keep)
 
     def call(i: int) -> object:
         with torch.no_grad():
             return model(current["x"])
 
+    before = torch.cuda.memory_stats()
     samples = timing.measure(
         call,
         prepare,
@@ -375,7 +370,7 @@ def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> di
     stats = samples.stats()
     return {
         "inputs": "fresh",
-        "before": "the evaluator's loop",
+        "before": "nothing",
         "evaluator_loop": True,
         "event_median_ms": stats["event_median_ms"],
         "event_min_ms": min(samples.device_ms),
@@ -385,9 +380,7 @@ def evaluator_loop(model: torch.nn.Module, base: torch.Tensor, calls: int) -> di
         "hold_median_ms": stats["hold_median_ms"],
         "exposed_launch_median_ms": stats["exposed_launch_median_ms"],
         "hold": stats["hold"],
-        "num_device_alloc": 0,
-        "num_device_free": 0,
-        "num_alloc_retries": 0,
+        **allocator_counts(before),
     }
 
 
